@@ -1,0 +1,45 @@
+// Package argocdclaim stores ArgoCDClaims.
+package argocdclaim
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"reverser.dev/reverser/pkg/apis/reverser"
+	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/apis/reverser/validation"
+	"reverser.dev/reverser/pkg/registry"
+)
+
+// Kind describes ArgoCDClaim storage.
+var Kind = &registry.Kind[*reverser.ArgoCDClaim]{
+	Resource:   "argocdclaims",
+	Singular:   "argocdclaim",
+	ShortNames: []string{"argoclaim"},
+	Namespaced: true,
+	New:        func() *reverser.ArgoCDClaim { return &reverser.ArgoCDClaim{} },
+	NewList:    func() runtime.Object { return &reverser.ArgoCDClaimList{} },
+	Validate: func(o *reverser.ArgoCDClaim) field.ErrorList {
+		return validation.ValidateArgoCDClaimSpec(&o.Spec, field.NewPath("spec"))
+	},
+	ValidateStatus: func(o *reverser.ArgoCDClaim) field.ErrorList {
+		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
+	},
+	Table: registry.TableSpec[*reverser.ArgoCDClaim]{Columns: []registry.Column[*reverser.ArgoCDClaim]{
+		{Name: "Application", Type: "string", Description: "The claimed Application, as namespace/name.", Value: func(o *reverser.ArgoCDClaim) any {
+			return o.Spec.ApplicationRef.Namespace + "/" + o.Spec.ApplicationRef.Name
+		}},
+		{Name: "Ready", Type: "string", Description: "Whether the applier is held.", Value: func(o *reverser.ArgoCDClaim) any {
+			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
+		}},
+		{Name: "Last Applied", Type: "string", Description: "The revision the applier reports as applied.", Value: func(o *reverser.ArgoCDClaim) any {
+			return o.Status.LastAppliedRevision
+		}},
+		{Name: "Operation", Type: "string", Priority: 1, Description: "Reason of the newest converge.", Value: func(o *reverser.ArgoCDClaim) any {
+			if o.Status.Operation == nil {
+				return ""
+			}
+			return string(o.Status.Operation.Reason)
+		}},
+	}},
+}

@@ -1,0 +1,36 @@
+// Package clusterwatchrule stores ClusterWatchRules.
+package clusterwatchrule
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"reverser.dev/reverser/pkg/apis/reverser"
+	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/apis/reverser/validation"
+	"reverser.dev/reverser/pkg/registry"
+)
+
+// Kind describes ClusterWatchRule storage.
+var Kind = &registry.Kind[*reverser.ClusterWatchRule]{
+	Resource:   "clusterwatchrules",
+	Singular:   "clusterwatchrule",
+	ShortNames: []string{"cwr"},
+	Namespaced: false,
+	New:        func() *reverser.ClusterWatchRule { return &reverser.ClusterWatchRule{} },
+	NewList:    func() runtime.Object { return &reverser.ClusterWatchRuleList{} },
+	Validate: func(o *reverser.ClusterWatchRule) field.ErrorList {
+		return validation.ValidateClusterWatchRuleSpec(&o.Spec, field.NewPath("spec"))
+	},
+	ValidateStatus: func(o *reverser.ClusterWatchRule) field.ErrorList {
+		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
+	},
+	Table: registry.TableSpec[*reverser.ClusterWatchRule]{Columns: []registry.Column[*reverser.ClusterWatchRule]{
+		{Name: "Target", Type: "string", Description: "The GitTarget fed, as namespace/name.", Value: func(o *reverser.ClusterWatchRule) any {
+			return o.Spec.GitTargetRef.Namespace + "/" + o.Spec.GitTargetRef.Name
+		}},
+		{Name: "Ready", Type: "string", Description: "Whether every rule resolved.", Value: func(o *reverser.ClusterWatchRule) any {
+			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
+		}},
+	}},
+}

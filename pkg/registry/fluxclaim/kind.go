@@ -1,0 +1,45 @@
+// Package fluxclaim stores FluxClaims.
+package fluxclaim
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"reverser.dev/reverser/pkg/apis/reverser"
+	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/apis/reverser/validation"
+	"reverser.dev/reverser/pkg/registry"
+)
+
+// Kind describes FluxClaim storage.
+var Kind = &registry.Kind[*reverser.FluxClaim]{
+	Resource:   "fluxclaims",
+	Singular:   "fluxclaim",
+	ShortNames: []string{"fc"},
+	Namespaced: true,
+	New:        func() *reverser.FluxClaim { return &reverser.FluxClaim{} },
+	NewList:    func() runtime.Object { return &reverser.FluxClaimList{} },
+	Validate: func(o *reverser.FluxClaim) field.ErrorList {
+		return validation.ValidateFluxClaimSpec(&o.Spec, field.NewPath("spec"))
+	},
+	ValidateStatus: func(o *reverser.FluxClaim) field.ErrorList {
+		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
+	},
+	Table: registry.TableSpec[*reverser.FluxClaim]{Columns: []registry.Column[*reverser.FluxClaim]{
+		{Name: "Kustomization", Type: "string", Description: "The claimed Kustomization, as namespace/name.", Value: func(o *reverser.FluxClaim) any {
+			return o.Spec.KustomizationRef.Namespace + "/" + o.Spec.KustomizationRef.Name
+		}},
+		{Name: "Ready", Type: "string", Description: "Whether the applier is held.", Value: func(o *reverser.FluxClaim) any {
+			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
+		}},
+		{Name: "Last Applied", Type: "string", Description: "The revision the applier reports as applied.", Value: func(o *reverser.FluxClaim) any {
+			return o.Status.LastAppliedRevision
+		}},
+		{Name: "Operation", Type: "string", Priority: 1, Description: "Reason of the newest converge.", Value: func(o *reverser.FluxClaim) any {
+			if o.Status.Operation == nil {
+				return ""
+			}
+			return string(o.Status.Operation.Reason)
+		}},
+	}},
+}

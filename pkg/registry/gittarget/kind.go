@@ -1,0 +1,65 @@
+// Package gittarget stores GitTargets.
+package gittarget
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"reverser.dev/reverser/pkg/apis/reverser"
+	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/apis/reverser/validation"
+	"reverser.dev/reverser/pkg/registry"
+)
+
+// Kind describes GitTarget storage.
+var Kind = &registry.Kind[*reverser.GitTarget]{
+	Resource:   "gittargets",
+	Singular:   "gittarget",
+	ShortNames: []string{"gt"},
+	Namespaced: true,
+	New:        func() *reverser.GitTarget { return &reverser.GitTarget{} },
+	NewList:    func() runtime.Object { return &reverser.GitTargetList{} },
+	Validate: func(o *reverser.GitTarget) field.ErrorList {
+		return validation.ValidateGitTargetSpec(&o.Spec, field.NewPath("spec"))
+	},
+	ValidateUpdate: func(o, old *reverser.GitTarget) field.ErrorList {
+		return validation.ValidateGitTargetUpdate(&o.Spec, &old.Spec, field.NewPath("spec"))
+	},
+	ValidateStatus: func(o *reverser.GitTarget) field.ErrorList {
+		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
+	},
+	Table: registry.TableSpec[*reverser.GitTarget]{Columns: []registry.Column[*reverser.GitTarget]{
+		{Name: "Provider", Type: "string", Description: "The GitProvider written to.", Value: func(o *reverser.GitTarget) any {
+			return o.Spec.GitProviderRef.Name
+		}},
+		{Name: "Branch", Type: "string", Description: "The branch written to.", Value: func(o *reverser.GitTarget) any { return o.Spec.Branch }},
+		{Name: "Path", Type: "string", Description: "The folder of the mirror.", Value: func(o *reverser.GitTarget) any { return o.Spec.Path }},
+		{Name: "Ready", Type: "string", Description: "Whether the mirror runs.", Value: func(o *reverser.GitTarget) any {
+			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
+		}},
+		{Name: "Last Commit", Type: "string", Description: "The newest commit written.", Value: func(o *reverser.GitTarget) any {
+			if o.Status.LastCommit == nil {
+				return ""
+			}
+			return registry.ShortSHA(o.Status.LastCommit.SHA)
+		}},
+		{Name: "Source", Type: "string", Priority: 1, Description: "The KubeProvider mirrored.", Value: func(o *reverser.GitTarget) any {
+			return o.Spec.KubeProviderRef.Name
+		}},
+		{Name: "Streams", Type: "string", Priority: 1, Description: "Running/desired watch streams.", Value: func(o *reverser.GitTarget) any {
+			return streams(o.Status.Streams)
+		}},
+		{Name: "Reason", Type: "string", Priority: 1, Description: "Reason of the Ready condition.", Value: func(o *reverser.GitTarget) any {
+			return registry.ConditionReason(o.Status.Conditions, v1alpha1.ConditionReady)
+		}},
+	}},
+}
+
+func streams(s reverser.StreamCounts) string {
+	if s.Desired == 0 && s.Running == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", s.Running, s.Desired)
+}

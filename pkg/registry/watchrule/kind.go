@@ -1,0 +1,40 @@
+// Package watchrule stores WatchRules.
+package watchrule
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"reverser.dev/reverser/pkg/apis/reverser"
+	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/apis/reverser/validation"
+	"reverser.dev/reverser/pkg/registry"
+)
+
+// Kind describes WatchRule storage.
+var Kind = &registry.Kind[*reverser.WatchRule]{
+	Resource:   "watchrules",
+	Singular:   "watchrule",
+	ShortNames: []string{"wr"},
+	Namespaced: true,
+	New:        func() *reverser.WatchRule { return &reverser.WatchRule{} },
+	NewList:    func() runtime.Object { return &reverser.WatchRuleList{} },
+	Validate: func(o *reverser.WatchRule) field.ErrorList {
+		return validation.ValidateWatchRuleSpec(&o.Spec, field.NewPath("spec"))
+	},
+	ValidateStatus: func(o *reverser.WatchRule) field.ErrorList {
+		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
+	},
+	Table: registry.TableSpec[*reverser.WatchRule]{Columns: []registry.Column[*reverser.WatchRule]{
+		{Name: "Target", Type: "string", Description: "The GitTarget fed.", Value: func(o *reverser.WatchRule) any { return o.Spec.GitTargetRef.Name }},
+		{Name: "Source Namespace", Type: "string", Description: "The namespace watched on the source cluster.", Value: func(o *reverser.WatchRule) any {
+			if o.Spec.SourceNamespace == "" {
+				return o.Namespace
+			}
+			return o.Spec.SourceNamespace
+		}},
+		{Name: "Ready", Type: "string", Description: "Whether every rule resolved.", Value: func(o *reverser.WatchRule) any {
+			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
+		}},
+	}},
+}
