@@ -44,6 +44,13 @@ func testDefaults(t *testing.T, s *testServer) {
 	assert.Equal(t, v1.CommitRequestsIgnore, kp.Spec.CommitRequests)
 	assert.Equal(t, &v1.NamespaceSelection{From: v1.NamespacesFromAll}, kp.Spec.ConsumerNamespaces)
 	assert.Equal(t, []string{"*"}, kp.Spec.SourceNamespaces)
+	lendsNothing := kubeProvider("lends-nothing")
+	lendsNothing.Spec.SourceNamespaces = []string{}
+	_, err = c.KubeProviders().Create(ctx, lendsNothing, metav1.CreateOptions{})
+	require.NoError(t, err)
+	lendsNothing, err = c.KubeProviders().Get(ctx, "lends-nothing", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{}, lendsNothing.Spec.SourceNamespaces, "an explicit empty list is not widened to \"*\"")
 
 	gt, err := c.GitTargets(ns).Create(ctx, gitTarget("defaults"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -106,11 +113,11 @@ func invalid(t *testing.T, err error, field string, get func() error) {
 
 func testValidation(t *testing.T, s *testServer) {
 	ctx, c := ctxT(t), s.adminClient()
-	createGT := func(name string, mut func(*v1.GitTarget)) (error, func() error) {
+	createGT := func(name string, mut func(*v1.GitTarget)) (func() error, error) {
 		o := gitTarget(name)
 		mut(o)
 		_, err := c.GitTargets(ns).Create(ctx, o, metav1.CreateOptions{})
-		return err, func() error { _, err := c.GitTargets(ns).Get(ctx, name, metav1.GetOptions{}); return err }
+		return func() error { _, err := c.GitTargets(ns).Get(ctx, name, metav1.GetOptions{}); return err }, err
 	}
 	gtCases := []struct {
 		name, field string
@@ -141,7 +148,7 @@ func testValidation(t *testing.T, s *testServer) {
 	}
 	for _, tc := range gtCases {
 		t.Run("GitTarget/"+tc.name, func(t *testing.T) {
-			err, get := createGT("bad-"+tc.name, tc.mut)
+			get, err := createGT("bad-"+tc.name, tc.mut)
 			invalid(t, err, tc.field, get)
 		})
 	}

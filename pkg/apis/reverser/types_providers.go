@@ -40,7 +40,7 @@ type GitProviderSpec struct {
 	// or glob patterns ("release/*"). "*" allows every branch.
 	// +optional
 	// +listType=set
-	AllowedBranches []string `json:"allowedBranches,omitempty"`
+	AllowedBranches []string `json:"allowedBranches"`
 	// signing signs every commit with an SSH key when set.
 	// +optional
 	Signing *CommitSigning `json:"signing,omitempty"`
@@ -140,7 +140,7 @@ type KubeProviderSpec struct {
 	// provider lends to GitTargets. "*" lends every namespace.
 	// +optional
 	// +listType=set
-	SourceNamespaces []string `json:"sourceNamespaces,omitempty"`
+	SourceNamespaces []string `json:"sourceNamespaces"`
 	// commitRequests says whether CommitRequests on the source cluster are
 	// served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is
 	// allowed with inCluster, where CommitRequests are served by this API.

@@ -52,7 +52,7 @@ type GitProviderSpec struct {
 	// +optional
 	// +listType=set
 	// +default=["*"]
-	AllowedBranches []string `json:"allowedBranches,omitempty"`
+	AllowedBranches []string `json:"allowedBranches"`
 	// signing signs every commit with an SSH key when set.
 	// +optional
 	Signing *CommitSigning `json:"signing,omitempty"`
@@ -158,7 +158,7 @@ type KubeProviderSpec struct {
 	// +optional
 	// +listType=set
 	// +default=["*"]
-	SourceNamespaces []string `json:"sourceNamespaces,omitempty"`
+	SourceNamespaces []string `json:"sourceNamespaces"`
 	// commitRequests says whether CommitRequests on the source cluster are
 	// served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is
 	// allowed with inCluster, where CommitRequests are served by this API.

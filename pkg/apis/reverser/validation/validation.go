@@ -24,8 +24,6 @@ import (
 // MaxMessageLength is the longest CommitRequest message, in characters.
 const MaxMessageLength = 1024
 
-const immutableMsg = "field is immutable"
-
 // ValidateGitProviderSpec checks a GitProvider's spec.
 func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
