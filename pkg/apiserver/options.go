@@ -28,6 +28,7 @@ import (
 	"reverser.dev/reverser/pkg/admission"
 	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/generated/openapi"
+	"reverser.dev/reverser/pkg/pki"
 )
 
 // EtcdPrefix is where our objects live in etcd.
@@ -183,21 +184,21 @@ func (o *Options) config() (*Config, error) {
 // prepareStandalone turns the delegating options into a self-contained
 // secure server: no kube-apiserver is asked anything.
 func (o *Options) prepareStandalone() error {
-	pki, err := EnsurePKI(o.Recommended.SecureServing.ServerCert.CertDirectory)
+	p, err := EnsurePKI(o.Recommended.SecureServing.ServerCert.CertDirectory)
 	if err != nil {
 		return fmt.Errorf("preparing standalone PKI: %w", err)
 	}
-	o.pki = pki
+	o.pki = p
 	ss := o.Recommended.SecureServing
 	if o.flags == nil || !o.flags.Changed("bind-address") {
 		ss.BindAddress = netutils.ParseIPSloppy("127.0.0.1")
 	}
-	ss.ServerCert.CertKey.CertFile, ss.ServerCert.CertKey.KeyFile = pki.ServingFiles()
+	ss.ServerCert.CertKey.CertFile, ss.ServerCert.CertKey.KeyFile = p.ServingFiles()
 
 	authn := o.Recommended.Authentication
 	authn.RemoteKubeConfigFileOptional = true
 	authn.SkipInClusterLookup = true
-	authn.ClientCert.ClientCA = pki.CAFile()
+	authn.ClientCert.ClientCA = p.CAFile()
 	o.Recommended.Authorization.RemoteKubeConfigFileOptional = true
 	o.Recommended.CoreAPI = nil
 	o.Recommended.Admission = nil
@@ -224,7 +225,7 @@ func (o *Options) writeAdminKubeconfig(addr net.Addr) error {
 		return fmt.Errorf("reading admin key: %w", err)
 	}
 	server := "https://" + net.JoinHostPort(host, port)
-	if err := WriteKubeconfig(o.WriteKubeconfig, server, o.pki.CA.CertPEM, cert, key); err != nil {
+	if err := pki.WriteKubeconfig(o.WriteKubeconfig, server, o.pki.CA.CertPEM, pki.Credentials{CertPEM: cert, KeyPEM: key}); err != nil {
 		return err
 	}
 	klog.InfoS("Wrote admin kubeconfig", "path", o.WriteKubeconfig, "server", server, "user", AdminUser)
