@@ -5,22 +5,51 @@ STATICCHECK_VERSION ?= v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w
 
-BINARIES := bin/reverser-apiserver
+LOCAL_DIR ?= _output/local
 
-.PHONY: all build test unit integration verify fmt vet lint codegen verify-codegen clean
+BINARIES := bin/reverser-apiserver
+TOOLS := bin/reverser-gitserver bin/reverser-controlplane
+
+.PHONY: all build tools test unit integration e2e control-plane up down demo verify fmt vet lint codegen verify-codegen clean
 
 all: build
 
 build: $(BINARIES)
 
+tools: $(TOOLS)
+
 bin/reverser-apiserver: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/apiserver
 
+bin/reverser-gitserver: FORCE
+	$(GO) build -o $@ ./hack/gitserver
+
+bin/reverser-controlplane: FORCE
+	$(GO) build -o $@ ./hack/controlplane
+
 FORCE:
 
-## test: unit and integration tests.
-test:
-	$(GO) test -count=1 ./...
+## control-plane: etcd, kube-apiserver, kube-controller-manager, cached by version.
+control-plane:
+	@hack/build-control-plane.sh >/dev/null
+
+## test: unit, integration and end-to-end tests.
+test: control-plane
+	$(GO) test -count=1 -timeout 30m ./...
+
+e2e: control-plane
+	$(GO) test -count=1 -timeout 30m -v ./test/e2e/...
+
+## up/down: the local control plane, state in $(LOCAL_DIR).
+up: build tools
+	@bin/reverser-controlplane up --dir $(LOCAL_DIR) --bin bin --control-plane-bin "$$(hack/build-control-plane.sh)"
+
+down:
+	@if [ -x bin/reverser-controlplane ]; then bin/reverser-controlplane down --dir $(LOCAL_DIR); \
+	else $(GO) run ./hack/controlplane down --dir $(LOCAL_DIR); fi
+
+demo:
+	@hack/demo.sh
 
 unit:
 	$(GO) test -count=1 ./pkg/... ./cmd/...

@@ -73,8 +73,9 @@ func (r *StatusREST) ConvertToTable(ctx context.Context, object runtime.Object, 
 // NewREST builds the storage of a kind and its status subresource.
 func NewREST[T Object](k *Kind[T], scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*REST, *StatusREST, error) {
 	probe := k.New()
-	if !fieldOf(probe, "Spec").IsValid() || !fieldOf(probe, "Status").IsValid() {
-		return nil, nil, fmt.Errorf("%s: type %T needs Spec and Status fields", k.Resource, probe)
+	if status := fieldOf(probe, "Status"); !fieldOf(probe, "Spec").IsValid() || !status.IsValid() ||
+		!status.FieldByName("Conditions").IsValid() || !status.FieldByName("ObservedGeneration").IsValid() {
+		return nil, nil, fmt.Errorf("%s: type %T needs Spec and Status{ObservedGeneration, Conditions} fields", k.Resource, probe)
 	}
 	s := strategy[T]{ObjectTyper: scheme, NameGenerator: names.SimpleNameGenerator, kind: k}
 	store := &genericregistry.Store{

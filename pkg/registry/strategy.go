@@ -21,6 +21,8 @@ import (
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"reverser.dev/reverser/pkg/apis/reverser/validation"
 )
 
 // Object is a reverser.dev internal object: it has Spec and Status fields.
@@ -48,7 +50,8 @@ type Kind[T Object] struct {
 	Validate func(obj T) field.ErrorList
 	// ValidateUpdate checks what may not change; Validate runs too.
 	ValidateUpdate func(obj, old T) field.ErrorList
-	// ValidateStatus checks a status write.
+	// ValidateStatus checks a status write beyond observedGeneration and
+	// conditions, which every kind's status has and which are always checked.
 	ValidateStatus func(obj T) field.ErrorList
 
 	// ExtraFields adds selectable fields beyond metadata.name/namespace.
@@ -130,6 +133,9 @@ func (s statusStrategy[T]) PrepareForUpdate(_ context.Context, obj, old runtime.
 func (s statusStrategy[T]) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	o, prev := obj.(T), old.(T)
 	errs := apivalidation.ValidateObjectMetaAccessorUpdate(o, prev, field.NewPath("metadata"))
+	status := fieldOf(o, "Status")
+	errs = append(errs, validation.ValidateStatusCommon(status.FieldByName("ObservedGeneration").Int(),
+		Conditions(o), field.NewPath("status"))...)
 	if s.kind.ValidateStatus != nil {
 		errs = append(errs, s.kind.ValidateStatus(o)...)
 	}
@@ -173,6 +179,11 @@ func fieldOf(obj any, name string) reflect.Value {
 
 func setField(obj any, name string, v reflect.Value) {
 	fieldOf(obj, name).Set(v)
+}
+
+// Conditions returns status.conditions, which every kind has.
+func Conditions(obj any) []metav1.Condition {
+	return fieldOf(obj, "Status").FieldByName("Conditions").Interface().([]metav1.Condition)
 }
 
 var _ rest.RESTCreateUpdateStrategy = strategy[Object]{}

@@ -108,3 +108,17 @@ func ShortSHA(sha string) string {
 	}
 	return sha
 }
+
+// ReadyColumn shows the status of the Ready condition.
+func ReadyColumn[T Object](description string) Column[T] {
+	return Column[T]{Name: "Ready", Type: "string", Description: description, Value: func(o T) any {
+		return ConditionStatus(Conditions(o), "Ready")
+	}}
+}
+
+// ReasonColumn shows the reason of the Ready condition, with -o wide.
+func ReasonColumn[T Object]() Column[T] {
+	return Column[T]{Name: "Reason", Type: "string", Priority: 1, Description: "Reason of the Ready condition.", Value: func(o T) any {
+		return ConditionReason(Conditions(o), "Ready")
+	}}
+}

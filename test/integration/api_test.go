@@ -27,6 +27,7 @@ func TestAPI(t *testing.T) {
 	t.Run("AuthorFromRequest", func(t *testing.T) { testAuthor(t, s, authz) })
 	t.Run("SaveVerb", func(t *testing.T) { testSaveVerb(t, s, authz) })
 	t.Run("Grants", func(t *testing.T) { testGrants(t, s, authz) })
+	t.Run("StatusValidation", func(t *testing.T) { testStatusValidation(t, s) })
 	t.Run("FieldSelector", func(t *testing.T) { testFieldSelector(t, s) })
 	t.Run("Table", func(t *testing.T) { testTable(t, s, authz) })
 }
@@ -398,6 +399,19 @@ func testGrants(t *testing.T, s *testServer, authz *testAuthz) {
 	o := commitRequest("same-ns-closed", "shared")
 	_, err = carol.CommitRequests(ns).Create(ctx, o, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "an empty grant list admits nobody: %v", err)
+}
+
+func testStatusValidation(t *testing.T, s *testServer) {
+	ctx, c := ctxT(t), s.adminClient()
+	gt, err := c.GitTargets(ns).Create(ctx, gitTarget("status-checked"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	gt.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: "Maybe", LastTransitionTime: metav1.Now()}}
+	_, err = c.GitTargets(ns).UpdateStatus(ctx, gt, metav1.UpdateOptions{})
+	invalid(t, err, "status.conditions[0].status", nil)
+	gt.Status.Conditions = nil
+	gt.Status.ObservedGeneration = -1
+	_, err = c.GitTargets(ns).UpdateStatus(ctx, gt, metav1.UpdateOptions{})
+	invalid(t, err, "status.observedGeneration", nil)
 }
 
 func testFieldSelector(t *testing.T, s *testServer) {

@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
-	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/apis/reverser/validation"
 	"reverser.dev/reverser/pkg/registry"
 )
@@ -22,16 +21,11 @@ var Kind = &registry.Kind[*reverser.ArgoCDClaim]{
 	Validate: func(o *reverser.ArgoCDClaim) field.ErrorList {
 		return validation.ValidateArgoCDClaimSpec(&o.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.ArgoCDClaim) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.ArgoCDClaim]{Columns: []registry.Column[*reverser.ArgoCDClaim]{
 		{Name: "Application", Type: "string", Description: "The claimed Application, as namespace/name.", Value: func(o *reverser.ArgoCDClaim) any {
 			return o.Spec.ApplicationRef.Namespace + "/" + o.Spec.ApplicationRef.Name
 		}},
-		{Name: "Ready", Type: "string", Description: "Whether the applier is held.", Value: func(o *reverser.ArgoCDClaim) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.ArgoCDClaim]("Whether the applier is held."),
 		{Name: "Last Applied", Type: "string", Description: "The revision the applier reports as applied.", Value: func(o *reverser.ArgoCDClaim) any {
 			return o.Status.LastAppliedRevision
 		}},

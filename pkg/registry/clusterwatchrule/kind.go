@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
-	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/apis/reverser/validation"
 	"reverser.dev/reverser/pkg/registry"
 )
@@ -22,15 +21,10 @@ var Kind = &registry.Kind[*reverser.ClusterWatchRule]{
 	Validate: func(o *reverser.ClusterWatchRule) field.ErrorList {
 		return validation.ValidateClusterWatchRuleSpec(&o.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.ClusterWatchRule) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.ClusterWatchRule]{Columns: []registry.Column[*reverser.ClusterWatchRule]{
 		{Name: "Target", Type: "string", Description: "The GitTarget fed, as namespace/name.", Value: func(o *reverser.ClusterWatchRule) any {
 			return o.Spec.GitTargetRef.Namespace + "/" + o.Spec.GitTargetRef.Name
 		}},
-		{Name: "Ready", Type: "string", Description: "Whether every rule resolved.", Value: func(o *reverser.ClusterWatchRule) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.ClusterWatchRule]("Whether every rule resolved."),
 	}},
 }

@@ -42,9 +42,6 @@ var Kind = &registry.Kind[*reverser.CommitRequest]{
 	ValidateUpdate: func(o, old *reverser.CommitRequest) field.ErrorList {
 		return validation.ValidateCommitRequestUpdate(&o.Spec, &old.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.CommitRequest) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	ExtraFields: func(o *reverser.CommitRequest) fields.Set {
 		return fields.Set{v1alpha1.CommitRequestGitTargetNameField: o.Spec.GitTargetRef.Name}
 	},
@@ -61,9 +58,7 @@ var Kind = &registry.Kind[*reverser.CommitRequest]{
 			}
 			return o.Status.Author.Username
 		}},
-		{Name: "Ready", Type: "string", Description: "Status of the Ready condition.", Value: func(o *reverser.CommitRequest) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.CommitRequest]("Status of the Ready condition."),
 		{Name: "Reason", Type: "string", Description: "Outcome of the save.", Value: func(o *reverser.CommitRequest) any {
 			return registry.ConditionReason(o.Status.Conditions, v1alpha1.ConditionReady)
 		}},

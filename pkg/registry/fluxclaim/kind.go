@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
-	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/apis/reverser/validation"
 	"reverser.dev/reverser/pkg/registry"
 )
@@ -22,16 +21,11 @@ var Kind = &registry.Kind[*reverser.FluxClaim]{
 	Validate: func(o *reverser.FluxClaim) field.ErrorList {
 		return validation.ValidateFluxClaimSpec(&o.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.FluxClaim) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.FluxClaim]{Columns: []registry.Column[*reverser.FluxClaim]{
 		{Name: "Kustomization", Type: "string", Description: "The claimed Kustomization, as namespace/name.", Value: func(o *reverser.FluxClaim) any {
 			return o.Spec.KustomizationRef.Namespace + "/" + o.Spec.KustomizationRef.Name
 		}},
-		{Name: "Ready", Type: "string", Description: "Whether the applier is held.", Value: func(o *reverser.FluxClaim) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.FluxClaim]("Whether the applier is held."),
 		{Name: "Last Applied", Type: "string", Description: "The revision the applier reports as applied.", Value: func(o *reverser.FluxClaim) any {
 			return o.Status.LastAppliedRevision
 		}},

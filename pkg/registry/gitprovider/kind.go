@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
-	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/apis/reverser/validation"
 	"reverser.dev/reverser/pkg/registry"
 )
@@ -22,16 +21,9 @@ var Kind = &registry.Kind[*reverser.GitProvider]{
 	Validate: func(o *reverser.GitProvider) field.ErrorList {
 		return validation.ValidateGitProviderSpec(&o.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.GitProvider) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.GitProvider]{Columns: []registry.Column[*reverser.GitProvider]{
 		{Name: "URL", Type: "string", Description: "Repository URL.", Value: func(o *reverser.GitProvider) any { return o.Spec.URL }},
-		{Name: "Ready", Type: "string", Description: "Whether the repository answers.", Value: func(o *reverser.GitProvider) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
-		{Name: "Reason", Type: "string", Priority: 1, Description: "Reason of the Ready condition.", Value: func(o *reverser.GitProvider) any {
-			return registry.ConditionReason(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.GitProvider]("Whether the repository answers."),
+		registry.ReasonColumn[*reverser.GitProvider](),
 	}},
 }

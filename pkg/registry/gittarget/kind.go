@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
-	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/apis/reverser/validation"
 	"reverser.dev/reverser/pkg/registry"
 )
@@ -27,18 +26,13 @@ var Kind = &registry.Kind[*reverser.GitTarget]{
 	ValidateUpdate: func(o, old *reverser.GitTarget) field.ErrorList {
 		return validation.ValidateGitTargetUpdate(&o.Spec, &old.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.GitTarget) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.GitTarget]{Columns: []registry.Column[*reverser.GitTarget]{
 		{Name: "Provider", Type: "string", Description: "The GitProvider written to.", Value: func(o *reverser.GitTarget) any {
 			return o.Spec.GitProviderRef.Name
 		}},
 		{Name: "Branch", Type: "string", Description: "The branch written to.", Value: func(o *reverser.GitTarget) any { return o.Spec.Branch }},
 		{Name: "Path", Type: "string", Description: "The folder of the mirror.", Value: func(o *reverser.GitTarget) any { return o.Spec.Path }},
-		{Name: "Ready", Type: "string", Description: "Whether the mirror runs.", Value: func(o *reverser.GitTarget) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.GitTarget]("Whether the mirror runs."),
 		{Name: "Last Commit", Type: "string", Description: "The newest commit written.", Value: func(o *reverser.GitTarget) any {
 			if o.Status.LastCommit == nil {
 				return ""
@@ -51,9 +45,7 @@ var Kind = &registry.Kind[*reverser.GitTarget]{
 		{Name: "Streams", Type: "string", Priority: 1, Description: "Running/desired watch streams.", Value: func(o *reverser.GitTarget) any {
 			return streams(o.Status.Streams)
 		}},
-		{Name: "Reason", Type: "string", Priority: 1, Description: "Reason of the Ready condition.", Value: func(o *reverser.GitTarget) any {
-			return registry.ConditionReason(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReasonColumn[*reverser.GitTarget](),
 	}},
 }
 

@@ -22,17 +22,12 @@ var Kind = &registry.Kind[*reverser.KubeProvider]{
 	Validate: func(o *reverser.KubeProvider) field.ErrorList {
 		return validation.ValidateKubeProviderSpec(&o.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.KubeProvider) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.KubeProvider]{Columns: []registry.Column[*reverser.KubeProvider]{
 		{Name: "Source", Type: "string", Description: "in-cluster, or the kubeconfig Secret.", Value: source},
 		{Name: "CommitRequests", Type: "string", Description: "Whether source-cluster CommitRequests are served.", Value: func(o *reverser.KubeProvider) any {
 			return string(o.Spec.CommitRequests)
 		}},
-		{Name: "Ready", Type: "string", Description: "Whether the source cluster answers.", Value: func(o *reverser.KubeProvider) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.KubeProvider]("Whether the source cluster answers."),
 		{Name: "Audit", Type: "string", Priority: 1, Description: "Whether audit events arrive.", Value: func(o *reverser.KubeProvider) any {
 			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionAuditFactsReceived)
 		}},

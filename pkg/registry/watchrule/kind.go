@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
-	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/apis/reverser/validation"
 	"reverser.dev/reverser/pkg/registry"
 )
@@ -22,9 +21,6 @@ var Kind = &registry.Kind[*reverser.WatchRule]{
 	Validate: func(o *reverser.WatchRule) field.ErrorList {
 		return validation.ValidateWatchRuleSpec(&o.Spec, field.NewPath("spec"))
 	},
-	ValidateStatus: func(o *reverser.WatchRule) field.ErrorList {
-		return validation.ValidateStatusCommon(o.Status.ObservedGeneration, o.Status.Conditions, field.NewPath("status"))
-	},
 	Table: registry.TableSpec[*reverser.WatchRule]{Columns: []registry.Column[*reverser.WatchRule]{
 		{Name: "Target", Type: "string", Description: "The GitTarget fed.", Value: func(o *reverser.WatchRule) any { return o.Spec.GitTargetRef.Name }},
 		{Name: "Source Namespace", Type: "string", Description: "The namespace watched on the source cluster.", Value: func(o *reverser.WatchRule) any {
@@ -33,8 +29,6 @@ var Kind = &registry.Kind[*reverser.WatchRule]{
 			}
 			return o.Spec.SourceNamespace
 		}},
-		{Name: "Ready", Type: "string", Description: "Whether every rule resolved.", Value: func(o *reverser.WatchRule) any {
-			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionReady)
-		}},
+		registry.ReadyColumn[*reverser.WatchRule]("Whether every rule resolved."),
 	}},
 }

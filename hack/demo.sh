@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# make demo: builds what it needs, starts the local control plane, applies
+# the example configuration, and shows who may save what. The control plane
+# keeps running afterwards: `make down` stops it.
+set -o errexit -o nounset -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${ROOT}"
+LOCAL_DIR=${LOCAL_DIR:-_output/local}
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+
+say "Building Reverser and the control plane (the first run compiles kube-apiserver: about 10 minutes)"
+make --no-print-directory build tools
+make --no-print-directory up LOCAL_DIR="${LOCAL_DIR}"
+# shellcheck disable=SC1091
+source "${LOCAL_DIR}/env"
+
+say "A Git repository on the local Git server"
+[[ -d "${GIT_ROOT}/demo.git" ]] || {
+  git init --quiet --bare --initial-branch=main "${GIT_ROOT}/demo.git"
+  git -C "${GIT_ROOT}/demo.git" config http.receivepack true
+}
+echo "${GIT_BASE_URL}/demo.git"
+
+say "The reverser.dev API, served by reverser-apiserver through kube-apiserver"
+show kubectl get apiservice v1alpha1.reverser.dev
+show kubectl api-resources --api-group=reverser.dev
+
+say "The example configuration (artifacts/examples/demo.yaml), applied by admin"
+sed "s|\${GIT_BASE_URL}|${GIT_BASE_URL}|g" artifacts/examples/demo.yaml | kubectl apply --server-side -f -
+show kubectl get gitproviders,gittargets,watchrules -n demo
+
+say "alice (ClusterRole reverser-saver) saves the GitTarget; her identity is stamped by the server"
+cat <<YAML | kubectl --kubeconfig "${KUBECONFIG_ALICE}" create -f -
+apiVersion: reverser.dev/v1alpha1
+kind: CommitRequest
+metadata: {generateName: alice-, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  message: Save the demo configuration
+status:
+  author: {username: somebody-else}   # ignored: the server writes the author
+YAML
+show kubectl get commitrequests -n demo
+show kubectl get commitrequests -n demo -o jsonpath='{range .items[*]}{.metadata.name}: {.status.author}{"\n"}{end}'
+
+say "bob has no save permission: his request is refused at create"
+if out=$(cat <<YAML | kubectl --kubeconfig "${KUBECONFIG_BOB}" create -f - 2>&1
+apiVersion: reverser.dev/v1alpha1
+kind: CommitRequest
+metadata: {generateName: bob-, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  message: Bob tries to save
+YAML
+); then
+  echo "unexpected: bob's request was accepted: ${out}" >&2
+  exit 1
+else
+  echo "${out}"
+fi
+
+say "Next"
+cat <<TEXT
+The control plane is still running (state and logs in ${LOCAL_DIR}).
+  source ${LOCAL_DIR}/env                      # kubectl as admin; KUBECONFIG_ALICE, KUBECONFIG_BOB
+  kubectl explain gittarget.spec               # every field, documented
+  kubectl get reverser -A                      # every Reverser object
+  kubectl --kubeconfig "\$KUBECONFIG_BOB" auth can-i save gittargets -n demo
+  docs/api.md, docs/configuration.md           # the API and the server flags
+  make down                                    # stop everything
+Mirroring edits into commits arrives with reverser-controller.
+TEXT

@@ -1,0 +1,65 @@
+// Package controlplane starts and stops the local control plane that `make
+// up`, `make demo` and the end-to-end tests share: etcd, kube-apiserver and
+// kube-controller-manager built from source, reverser-apiserver registered
+// through an APIService, and a Git server, all on loopback with their state
+// under one directory.
+package controlplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// Env says where everything of a running control plane is. It is written to
+// <dir>/env.json and, for shells, <dir>/env as export lines.
+type Env struct {
+	Dir               string `env:"REVERSER_LOCAL_DIR"`
+	LogDir            string `env:"REVERSER_LOG_DIR"`
+	KubeAPIServerURL  string `env:"KUBE_APISERVER_URL"`
+	KubeconfigAdmin   string `env:"KUBECONFIG_ADMIN"`
+	KubeconfigAlice   string `env:"KUBECONFIG_ALICE"`
+	KubeconfigBob     string `env:"KUBECONFIG_BOB"`
+	KubeconfigServer  string `env:"KUBECONFIG_REVERSER"`
+	ReverserAPIServer string `env:"REVERSER_APISERVER_URL"`
+	GitBaseURL        string `env:"GIT_BASE_URL"`
+	GitRoot           string `env:"GIT_ROOT"`
+	AuditWebhookURL   string `env:"AUDIT_WEBHOOK_URL"`
+	// The etcd of kube-apiserver. Not named ETCD_*: etcd reads those as flags.
+	KubeEtcdURL string `env:"KUBE_ETCD_URL"`
+}
+
+func (e *Env) write() error {
+	data, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.Dir, "env.json"), data, 0o644); err != nil {
+		return fmt.Errorf("writing env.json: %w", err)
+	}
+	var lines []string
+	v := reflect.ValueOf(*e)
+	for i := 0; i < v.NumField(); i++ {
+		lines = append(lines, fmt.Sprintf("export %s=%q", v.Type().Field(i).Tag.Get("env"), v.Field(i).String()))
+	}
+	sort.Strings(lines)
+	lines = append(lines, `export KUBECONFIG="$KUBECONFIG_ADMIN"`)
+	return os.WriteFile(filepath.Join(e.Dir, "env"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// Load reads the Env of the control plane whose state is in dir.
+func Load(dir string) (*Env, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "env.json"))
+	if err != nil {
+		return nil, err
+	}
+	var e Env
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("reading %s/env.json: %w", dir, err)
+	}
+	return &e, nil
+}

@@ -1,0 +1,129 @@
+package controlplane
+
+import "strconv"
+
+// auditPolicy records writes with their objects, which attribution needs
+// (user and resourceVersion), Metadata for reads, and nothing for noise.
+// Secrets are never logged with their data.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/metrics"]
+- level: None
+  resources:
+  - group: ""
+    resources: [events]
+  - group: events.k8s.io
+    resources: [events]
+  - group: coordination.k8s.io
+    resources: [leases]
+  - group: authentication.k8s.io
+    resources: [tokenreviews]
+  - group: authorization.k8s.io
+    resources: [subjectaccessreviews, selfsubjectaccessreviews, localsubjectaccessreviews, selfsubjectrulesreviews]
+- level: Metadata
+  resources:
+  - group: ""
+    resources: [secrets, serviceaccounts/token]
+- level: RequestResponse
+  verbs: [create, update, patch, delete, deletecollection]
+- level: Metadata
+`
+
+// bootstrapManifests are what the local cluster needs before
+// reverser-apiserver starts: namespaces, the RBAC it delegates with, the
+// example save permissions, and the ExternalName Service the APIService
+// points at (a loopback address is not a valid Endpoint).
+func bootstrapManifests(p ports) string {
+	return `apiVersion: v1
+kind: Namespace
+metadata: {name: ` + ReverserNamespace + `}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ` + DemoNamespace + `}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: reverser-apiserver, namespace: ` + ReverserNamespace + `}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports:
+  - {name: https, port: ` + strconv.Itoa(p.reverserAPI) + `, protocol: TCP}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "reverser-apiserver:system:auth-delegator"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-apiserver}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: "reverser-apiserver:auth-reader", namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-apiserver}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reverser-apiserver}
+rules:
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get, list, watch]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations, validatingadmissionpolicies,
+    validatingadmissionpolicybindings, mutatingadmissionpolicies, mutatingadmissionpolicybindings]
+  verbs: [get, list, watch]
+- apiGroups: [flowcontrol.apiserver.k8s.io]
+  resources: [prioritylevelconfigurations, flowschemas]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: reverser-apiserver}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-apiserver}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-apiserver}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reverser-user}
+rules:
+- apiGroups: [reverser.dev]
+  resources: ["*"]
+  verbs: [get, list, watch]
+- apiGroups: [reverser.dev]
+  resources: [commitrequests]
+  verbs: [create, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reverser-saver}
+rules:
+- apiGroups: [reverser.dev]
+  resources: [gittargets]
+  verbs: [save]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "reverser-user:devs"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-user}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: ` + GroupDevs + `}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "reverser-saver:alice"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-saver}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: ` + UserAlice + `}
+`
+}

@@ -1,0 +1,137 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// startProcess starts a daemon in its own session, so it outlives `make up`,
+// with output in <logDir>/<name>.log and its pid in <dir>/pids/<name>.pid.
+func startProcess(dir, logDir, name, bin string, args ...string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "pids"), 0o755); err != nil {
+		return err
+	}
+	log, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	// Reap it if it dies while this process lives (tests); after `make up`
+	// exits, init does.
+	go func() { _ = cmd.Wait() }()
+	pid := strconv.Itoa(cmd.Process.Pid)
+	return os.WriteFile(filepath.Join(dir, "pids", name+".pid"), []byte(pid+"\n"+bin+"\n"), 0o644)
+}
+
+// stopProcesses stops every process recorded under <dir>/pids, politely
+// first. A pid whose process is not the recorded binary any more is left
+// alone: it was reused by something else.
+func stopProcesses(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	// Reverse start order: dependents before what they depend on.
+	ordered := orderForStop(files)
+	for _, f := range ordered {
+		if err := stopOne(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func orderForStop(files []string) []string {
+	rank := map[string]int{"git-server": 0, "reverser-apiserver": 1, "kube-controller-manager": 2, "kube-apiserver": 3, "etcd": 4}
+	name := func(f string) string { return strings.TrimSuffix(filepath.Base(f), ".pid") }
+	out := append([]string(nil), files...)
+	sort.SliceStable(out, func(i, j int) bool { return rank[name(out[i])] < rank[name(out[j])] })
+	return out
+}
+
+func stopOne(pidFile string) error {
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return err
+	}
+	fields := strings.SplitN(strings.TrimSpace(string(data)), "\n", 2)
+	pid, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", pidFile, err)
+	}
+	bin := ""
+	if len(fields) == 2 {
+		bin = fields[1]
+	}
+	if alive(pid, bin) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		gone := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true,
+			func(context.Context) (bool, error) { return !alive(pid, bin), nil })
+		if gone != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return os.Remove(pidFile)
+}
+
+// alive reports whether pid runs bin (and is not a zombie).
+func alive(pid int, bin string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || len(cmdline) == 0 {
+		return false
+	}
+	if bin != "" && string(bytes.SplitN(cmdline, []byte{0}, 2)[0]) != bin {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "pid (comm) S ...".
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
+}
+
+// Restart stops the named process and starts it again with the same command
+// line, as an operator restarting a crashed server would.
+func Restart(env *Env, name string) error {
+	pidFile := filepath.Join(env.Dir, "pids", name+".pid")
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.SplitN(string(data), "\n", 2)[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", pidFile, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return fmt.Errorf("%s is not running: %w", name, err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+	if err := stopOne(pidFile); err != nil {
+		return err
+	}
+	return startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
+}

@@ -1,0 +1,468 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// Options say where the binaries are and where state goes.
+type Options struct {
+	// Dir holds all state: PKI, data, logs, pids, env. Up empties it first.
+	Dir string
+	// ControlPlaneBin holds etcd, kube-apiserver and kube-controller-manager.
+	ControlPlaneBin string
+	// ReverserBin holds reverser-apiserver and reverser-gitserver.
+	ReverserBin string
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+}
+
+// Users of the local cluster. alice and bob are in group devs; only alice
+// may save GitTargets (ClusterRole reverser-saver).
+const (
+	UserAdmin = "admin"
+	UserAlice = "alice"
+	UserBob   = "bob"
+	GroupDevs = "devs"
+
+	// ReverserNamespace holds the Service behind the APIService.
+	ReverserNamespace = "reverser-system"
+	// DemoNamespace is where examples and tests put their objects.
+	DemoNamespace = "demo"
+	// AuditRoute is the controller's audit path for the local KubeProvider.
+	AuditRoute = "/audit/local"
+)
+
+type ports struct {
+	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit int
+}
+
+// Up starts the control plane and returns where it is. On error, whatever
+// started is stopped again.
+func Up(ctx context.Context, o Options) (env *Env, err error) {
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	step := func(format string, args ...any) { fmt.Fprintf(progress, "  "+format+"\n", args...) }
+
+	// Absolute paths, so Restart and `make down` work from any directory.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if o.ControlPlaneBin, err = filepath.Abs(o.ControlPlaneBin); err != nil {
+		return nil, err
+	}
+	if o.ReverserBin, err = filepath.Abs(o.ReverserBin); err != nil {
+		return nil, err
+	}
+	if err := Down(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("stopping what ran in %s before: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"pki", "logs", "git", "config"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			_ = Down(dir)
+		}
+	}()
+
+	p, err := freePorts()
+	if err != nil {
+		return nil, err
+	}
+	env = &Env{
+		Dir:               dir,
+		LogDir:            filepath.Join(dir, "logs"),
+		KubeAPIServerURL:  fmt.Sprintf("https://127.0.0.1:%d", p.kubeAPI),
+		KubeconfigAdmin:   filepath.Join(dir, "admin.kubeconfig"),
+		KubeconfigAlice:   filepath.Join(dir, "alice.kubeconfig"),
+		KubeconfigBob:     filepath.Join(dir, "bob.kubeconfig"),
+		KubeconfigServer:  filepath.Join(dir, "reverser-apiserver.kubeconfig"),
+		ReverserAPIServer: fmt.Sprintf("https://127.0.0.1:%d", p.reverserAPI),
+		GitBaseURL:        fmt.Sprintf("http://127.0.0.1:%d%s", p.git, gitserver.PathPrefix),
+		GitRoot:           filepath.Join(dir, "git"),
+		AuditWebhookURL:   fmt.Sprintf("http://127.0.0.1:%d%s", p.audit, AuditRoute),
+		KubeEtcdURL:       fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient),
+	}
+
+	step("certificates and credentials")
+	files, err := writeConfig(env)
+	if err != nil {
+		return nil, err
+	}
+
+	step("etcd on %s", env.KubeEtcdURL)
+	cp := func(b string) string { return filepath.Join(o.ControlPlaneBin, b) }
+	if err := startProcess(dir, env.LogDir, "etcd", cp("etcd"),
+		"--name=local", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+env.KubeEtcdURL, "--advertise-client-urls="+env.KubeEtcdURL,
+		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", p.etcdPeer),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", p.etcdPeer),
+		fmt.Sprintf("--initial-cluster=local=http://127.0.0.1:%d", p.etcdPeer),
+		"--listen-metrics-urls=", "--log-level=warn"); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "etcd", env.KubeEtcdURL+"/health", plainClient(false), true); err != nil {
+		return nil, err
+	}
+
+	step("kube-apiserver on %s", env.KubeAPIServerURL)
+	if err := startProcess(dir, env.LogDir, "kube-apiserver", cp("kube-apiserver"), kubeAPIServerArgs(env, p, files)...); err != nil {
+		return nil, err
+	}
+	admin, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
+	if err != nil {
+		return nil, err
+	}
+	admin.Timeout = 5 * time.Second
+	adminHTTP, err := rest.HTTPClientFor(admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "kube-apiserver", env.KubeAPIServerURL+"/readyz", adminHTTP, true); err != nil {
+		return nil, err
+	}
+
+	step("namespaces, RBAC and the reverser-apiserver Service")
+	if err := kubectlApply(ctx, env.KubeconfigAdmin, bootstrapManifests(p)); err != nil {
+		return nil, err
+	}
+
+	step("kube-controller-manager")
+	if err := startProcess(dir, env.LogDir, "kube-controller-manager", cp("kube-controller-manager"),
+		"--kubeconfig="+env.KubeconfigAdmin,
+		"--authentication-kubeconfig="+env.KubeconfigAdmin, "--authorization-kubeconfig="+env.KubeconfigAdmin,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.kcm),
+		"--leader-elect=false", "--use-service-account-credentials=false",
+		"--service-account-private-key-file="+files.saKey, "--root-ca-file="+files.kubeCA,
+		"--cluster-signing-cert-file="+files.kubeCA, "--cluster-signing-key-file="+files.kubeCAKey,
+		"--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route"); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", p.kcm), plainClient(true), true); err != nil {
+		return nil, err
+	}
+
+	step("reverser-apiserver on %s, delegating to kube-apiserver", env.ReverserAPIServer)
+	if err := startProcess(dir, env.LogDir, "reverser-apiserver", filepath.Join(o.ReverserBin, "reverser-apiserver"),
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.reverserAPI),
+		"--tls-cert-file="+files.reverserServing+".crt", "--tls-private-key-file="+files.reverserServing+".key",
+		"--embedded-etcd-dir="+filepath.Join(dir, "reverser-etcd"),
+		"--kubeconfig="+env.KubeconfigServer,
+		"--authentication-kubeconfig="+env.KubeconfigServer, "--authorization-kubeconfig="+env.KubeconfigServer); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "reverser-apiserver", env.ReverserAPIServer+"/readyz", plainClient(true), true); err != nil {
+		return nil, err
+	}
+
+	step("APIService v1alpha1.reverser.dev")
+	if err := kubectlApply(ctx, env.KubeconfigAdmin, apiServiceManifest(p, files.reverserCAPEM)); err != nil {
+		return nil, err
+	}
+	if err := WaitAPIServiceAvailable(ctx, env); err != nil {
+		return nil, err
+	}
+
+	step("Git server on %s", env.GitBaseURL)
+	if err := startProcess(dir, env.LogDir, "git-server", filepath.Join(o.ReverserBin, "reverser-gitserver"),
+		"--root="+env.GitRoot, fmt.Sprintf("--listen=127.0.0.1:%d", p.git)); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, "git server", strings.TrimSuffix(env.GitBaseURL, gitserver.PathPrefix)+"/", plainClient(false), false); err != nil {
+		return nil, err
+	}
+
+	if err := env.write(); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// Down stops what Up started in dir. It is safe to call twice.
+func Down(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "pids")); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return stopProcesses(dir)
+}
+
+// WaitAPIServiceAvailable waits until kube-apiserver reports the APIService
+// Available, i.e. it reaches reverser-apiserver through the aggregator.
+func WaitAPIServiceAvailable(ctx context.Context, env *Env) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", env.KubeconfigAdmin, "get", "apiservice", "v1alpha1.reverser.dev",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`).CombinedOutput()
+		last = strings.TrimSpace(string(out))
+		return err == nil && strings.HasPrefix(last, "True"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("APIService v1alpha1.reverser.dev not Available (last: %q): %w", last, err)
+	}
+	return nil
+}
+
+type configFiles struct {
+	kubeCA, kubeCAKey, saKey, saPub string
+	kubeServing                     string // path without .crt/.key
+	frontProxyCA, frontProxyClient  string
+	reverserServing                 string
+	reverserCAPEM                   []byte
+	tokens, auditPolicy, auditHook  string
+}
+
+// writeConfig writes certificates, tokens, kubeconfigs and audit settings.
+func writeConfig(env *Env) (*configFiles, error) {
+	pkiDir := filepath.Join(env.Dir, "pki")
+	cfgDir := filepath.Join(env.Dir, "config")
+	f := &configFiles{
+		kubeCA: filepath.Join(pkiDir, "kube-ca.crt"), kubeCAKey: filepath.Join(pkiDir, "kube-ca.key"),
+		saKey: filepath.Join(pkiDir, "sa.key"), saPub: filepath.Join(pkiDir, "sa.pub"),
+		kubeServing:      filepath.Join(pkiDir, "kube-apiserver"),
+		frontProxyCA:     filepath.Join(pkiDir, "front-proxy-ca.crt"),
+		frontProxyClient: filepath.Join(pkiDir, "front-proxy-client"),
+		reverserServing:  filepath.Join(pkiDir, "reverser-apiserver"),
+		tokens:           filepath.Join(cfgDir, "tokens.csv"),
+		auditPolicy:      filepath.Join(cfgDir, "audit-policy.yaml"),
+		auditHook:        filepath.Join(cfgDir, "audit-webhook.kubeconfig"),
+	}
+	loopback := []net.IP{net.ParseIP("127.0.0.1")}
+
+	kubeCA, err := pki.LoadOrCreateCA(pkiDir, "kube-ca")
+	if err != nil {
+		return nil, err
+	}
+	if err := pki.EnsurePair(pkiDir, "kube-apiserver", func() ([]byte, []byte, error) {
+		return kubeCA.IssueServing("kube-apiserver",
+			[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+			append(loopback, net.ParseIP("10.0.0.1")))
+	}); err != nil {
+		return nil, err
+	}
+	frontCA, err := pki.LoadOrCreateCA(pkiDir, "front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	if err := pki.EnsurePair(pkiDir, "front-proxy-client", func() ([]byte, []byte, error) {
+		return frontCA.IssueClient("front-proxy-client")
+	}); err != nil {
+		return nil, err
+	}
+	reverserCA, err := pki.LoadOrCreateCA(pkiDir, "reverser-ca")
+	if err != nil {
+		return nil, err
+	}
+	f.reverserCAPEM = reverserCA.CertPEM
+	if err := pki.EnsurePair(pkiDir, "reverser-apiserver", func() ([]byte, []byte, error) {
+		return reverserCA.IssueServing("reverser-apiserver",
+			[]string{"reverser-apiserver." + ReverserNamespace + ".svc", "localhost"}, loopback)
+	}); err != nil {
+		return nil, err
+	}
+	if err := writeServiceAccountKey(f.saKey, f.saPub); err != nil {
+		return nil, err
+	}
+
+	// Static tokens: token,user,uid,"groups".
+	users := []struct{ name, uid, groups, kubeconfig string }{
+		{UserAdmin, "uid-admin", "system:masters", env.KubeconfigAdmin},
+		{UserAlice, "uid-alice", GroupDevs, env.KubeconfigAlice},
+		{UserBob, "uid-bob", GroupDevs, env.KubeconfigBob},
+		{"reverser-apiserver", "uid-reverser-apiserver", "", env.KubeconfigServer},
+	}
+	var csv strings.Builder
+	for _, u := range users {
+		token := randomToken()
+		fmt.Fprintf(&csv, "%s,%s,%s,%q\n", token, u.name, u.uid, u.groups)
+		if err := pki.WriteKubeconfig(u.kubeconfig, env.KubeAPIServerURL, kubeCA.CertPEM, pki.Credentials{Token: token}); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(f.tokens, []byte(csv.String()), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(f.auditPolicy, []byte(auditPolicy), 0o644); err != nil {
+		return nil, err
+	}
+	// The controller's audit endpoint comes later; until it listens, the
+	// batching webhook backend retries and drops events without blocking
+	// any request.
+	if err := pki.WriteKubeconfig(f.auditHook, env.AuditWebhookURL, nil, pki.Credentials{}); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func kubeAPIServerArgs(env *Env, p ports, f *configFiles) []string {
+	return []string{
+		"--etcd-servers=" + env.KubeEtcdURL,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.kubeAPI),
+		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + f.kubeServing + ".crt", "--tls-private-key-file=" + f.kubeServing + ".key",
+		"--client-ca-file=" + f.kubeCA,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + f.saPub, "--service-account-signing-key-file=" + f.saKey,
+		"--token-auth-file=" + f.tokens,
+		"--authorization-mode=Node,RBAC",
+		"--audit-policy-file=" + f.auditPolicy,
+		"--audit-webhook-config-file=" + f.auditHook,
+		"--audit-webhook-mode=batch", "--audit-webhook-batch-max-wait=1s", "--audit-webhook-initial-backoff=1s",
+		"--requestheader-client-ca-file=" + f.frontProxyCA,
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-uid-headers=X-Remote-Uid",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + f.frontProxyClient + ".crt",
+		"--proxy-client-key-file=" + f.frontProxyClient + ".key",
+		"--enable-aggregator-routing=false",
+	}
+}
+
+func writeServiceAccountKey(keyPath, pubPath string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := pki.EncodeKey(key)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func freePorts() (ports, error) {
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	next := func() (int, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		listeners = append(listeners, l)
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+	var p ports
+	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit} {
+		n, err := next()
+		if err != nil {
+			return p, fmt.Errorf("finding a free port: %w", err)
+		}
+		*dst = n
+	}
+	return p, nil
+}
+
+// waitHTTP polls url until it answers with a status below 500 (or exactly
+// 200 when strict), for at most 90 seconds.
+func waitHTTP(ctx context.Context, what, url string, client *http.Client, strict bool) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		last = resp.Status + " " + string(body)
+		if strict {
+			return resp.StatusCode == http.StatusOK, nil
+		}
+		return resp.StatusCode < 500, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not answer on %s (last: %s): %w", what, url, last, err)
+	}
+	return nil
+}
+
+// plainClient reaches our own loopback servers; with insecure it skips
+// verification, which only health checks of self-signed servers need.
+func plainClient(insecure bool) *http.Client {
+	//nolint:gosec // loopback health checks of servers whose certificates their binaries self-sign
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: insecure}}}
+}
+
+func kubectlApply(ctx context.Context, kubeconfig, manifests string) error {
+	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifests)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl apply: %w: %s", err, out)
+	}
+	return nil
+}
+
+func apiServiceManifest(p ports, caPEM []byte) string {
+	return `apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1alpha1.reverser.dev
+spec:
+  group: reverser.dev
+  version: v1alpha1
+  groupPriorityMinimum: 1000
+  versionPriority: 15
+  service:
+    namespace: ` + ReverserNamespace + `
+    name: reverser-apiserver
+    port: ` + strconv.Itoa(p.reverserAPI) + `
+  caBundle: ` + base64.StdEncoding.EncodeToString(caPEM) + "\n"
+}

@@ -1,0 +1,83 @@
+// Package e2e tests Reverser the way users run it: behind a real
+// kube-apiserver through an APIService, with real RBAC, real kubectl and a
+// real Git server. TestMain starts the local control plane once for the
+// package, or reuses the one in $REVERSER_E2E_LOCAL_DIR (e.g. after `make up`).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"reverser.dev/reverser/test/controlplane"
+)
+
+var env *controlplane.Env
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return 0, err
+	}
+	if dir := os.Getenv("REVERSER_E2E_LOCAL_DIR"); dir != "" {
+		env, err = controlplane.Load(dir)
+		if err != nil {
+			return 0, fmt.Errorf("REVERSER_E2E_LOCAL_DIR=%s: %w (run make up first)", dir, err)
+		}
+		fmt.Printf("e2e: reusing the control plane in %s\n", env.Dir)
+		return m.Run(), nil
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cpBin, err := output(ctx, root, "bash", "hack/build-control-plane.sh")
+	if err != nil {
+		return 0, fmt.Errorf("building the control plane: %w", err)
+	}
+	bin := filepath.Join(root, "_output", "e2e", "bin")
+	for name, pkg := range map[string]string{"reverser-apiserver": "./cmd/apiserver", "reverser-gitserver": "./hack/gitserver"} {
+		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(bin, name), pkg); err != nil {
+			return 0, fmt.Errorf("building %s: %w", name, err)
+		}
+	}
+	start := time.Now()
+	env, err = controlplane.Up(ctx, controlplane.Options{
+		Dir: filepath.Join(root, "_output", "e2e", "local"), ControlPlaneBin: cpBin, ReverserBin: bin, Progress: os.Stdout,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("starting the control plane: %w", err)
+	}
+	fmt.Printf("e2e: control plane up in %.1fs, state in %s\n", time.Since(start).Seconds(), env.Dir)
+	code := m.Run()
+	if err := controlplane.Down(env.Dir); err != nil {
+		return 0, fmt.Errorf("stopping the control plane: %w", err)
+	}
+	return code, nil
+}
+
+func output(ctx context.Context, dir, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	os.Stderr.Write(stderr.Bytes()) // progress of the build script
+	return strings.TrimSpace(stdout.String()), nil
+}

@@ -1,0 +1,61 @@
+// Package gitserver serves bare Git repositories over Git's smart HTTP
+// protocol with push enabled, through the real `git http-backend`. It is the
+// Git remote of the local control plane, the demo and the end-to-end tests.
+package gitserver
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// PathPrefix is where repositories are served: http://host:port/git/<name>.git.
+const PathPrefix = "/git"
+
+// Handler serves the bare repositories under root.
+func Handler(root string) (http.Handler, error) {
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return nil, fmt.Errorf("finding git's exec path (is git installed?): %w", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		return nil, fmt.Errorf("git http-backend not found: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(PathPrefix+"/", &cgi.Handler{
+		Path: backend,
+		Root: PathPrefix,
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	})
+	return mux, nil
+}
+
+// CreateRepo creates the bare repository <root>/<name>.git with default
+// branch main and anonymous push allowed. It is an error if it exists.
+func CreateRepo(root, name string) (string, error) {
+	dir := filepath.Join(root, name+".git")
+	if _, err := os.Stat(dir); err == nil {
+		return "", fmt.Errorf("repository %s exists", dir)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	for _, args := range [][]string{
+		{"init", "--quiet", "--bare", "--initial-branch=main", dir},
+		{"-C", dir, "config", "http.receivepack", "true"},
+	} {
+		var stderr bytes.Buffer
+		cmd := exec.Command("git", args...)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+		}
+	}
+	return dir, nil
+}

@@ -1,0 +1,54 @@
+package gitserver
+
+import (
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// TestPushAndClone pushes a commit over smart HTTP and clones it back.
+func TestPushAndClone(t *testing.T) {
+	root := t.TempDir()
+	_, err := CreateRepo(root, "demo")
+	require.NoError(t, err)
+	_, err = CreateRepo(root, "demo")
+	require.Error(t, err, "a repository is created once")
+
+	h, err := Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	url := srv.URL + PathPrefix + "/demo.git"
+
+	work := t.TempDir()
+	git(t, work, "init", "--quiet", "--initial-branch=main")
+	require.NoError(t, os.WriteFile(filepath.Join(work, "a.yaml"), []byte("a: 1\n"), 0o644))
+	git(t, work, "add", "a.yaml")
+	git(t, work, "commit", "--quiet", "-m", "first")
+	sha := git(t, work, "rev-parse", "HEAD")
+	git(t, work, "push", "--quiet", url, "main")
+
+	assert.Contains(t, git(t, work, "ls-remote", url), sha+"\trefs/heads/main")
+	clone := filepath.Join(t.TempDir(), "clone")
+	git(t, work, "clone", "--quiet", url, clone)
+	data, err := os.ReadFile(filepath.Join(clone, "a.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "a: 1\n", string(data))
+}
