@@ -19,26 +19,55 @@ import (
 
 // startProcess starts a daemon in its own session, so it outlives `make up`,
 // with output in <logDir>/<name>.log and its pid in <dir>/pids/<name>.pid.
-func startProcess(dir, logDir, name, bin string, args ...string) error {
+// The returned check fails, quoting the end of the log, once it has exited.
+func startProcess(dir, logDir, name, bin string, args ...string) (check func() error, err error) {
 	if err := os.MkdirAll(filepath.Join(dir, "pids"), 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	log, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logPath := filepath.Join(logDir, name+".log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer log.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	// Reap it if it dies while this process lives (tests); after `make up`
 	// exits, init does.
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	pid := strconv.Itoa(cmd.Process.Pid)
-	return os.WriteFile(filepath.Join(dir, "pids", name+".pid"), []byte(pid+"\n"+bin+"\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "pids", name+".pid"), []byte(pid+"\n"+bin+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return func() error {
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited: %s", name, tail(logPath, 5))
+		default:
+			return nil
+		}
+	}, nil
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // stopProcesses stops every process recorded under <dir>/pids, politely
@@ -84,7 +113,9 @@ func stopOne(pidFile string) error {
 	}
 	if alive(pid, bin) {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
-		gone := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true,
+		// A short grace: kube-apiserver spends ~10s flushing audit events to
+		// a webhook that may not listen, and no state here needs more.
+		gone := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 3*time.Second, true,
 			func(context.Context) (bool, error) { return !alive(pid, bin), nil })
 		if gone != nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -133,5 +164,6 @@ func Restart(env *Env, name string) error {
 	if err := stopOne(pidFile); err != nil {
 		return err
 	}
-	return startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
+	_, err = startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
+	return err
 }

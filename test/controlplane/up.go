@@ -69,7 +69,10 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	step := func(format string, args ...any) { fmt.Fprintf(progress, "  "+format+"\n", args...) }
+	began := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(progress, "  %5.1fs  %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
 
 	// Absolute paths, so Restart and `make down` work from any directory.
 	dir, err := filepath.Abs(o.Dir)
@@ -126,21 +129,23 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 
 	step("etcd on %s", env.KubeEtcdURL)
 	cp := func(b string) string { return filepath.Join(o.ControlPlaneBin, b) }
-	if err := startProcess(dir, env.LogDir, "etcd", cp("etcd"),
+	check, err := startProcess(dir, env.LogDir, "etcd", cp("etcd"),
 		"--name=local", "--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+env.KubeEtcdURL, "--advertise-client-urls="+env.KubeEtcdURL,
 		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", p.etcdPeer),
 		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", p.etcdPeer),
 		fmt.Sprintf("--initial-cluster=local=http://127.0.0.1:%d", p.etcdPeer),
-		"--listen-metrics-urls=", "--log-level=warn"); err != nil {
+		"--listen-metrics-urls=", "--log-level=warn")
+	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, "etcd", env.KubeEtcdURL+"/health", plainClient(false), true); err != nil {
+	if err := waitHTTP(ctx, check, "etcd", env.KubeEtcdURL+"/health", plainClient(false), true); err != nil {
 		return nil, err
 	}
 
 	step("kube-apiserver on %s", env.KubeAPIServerURL)
-	if err := startProcess(dir, env.LogDir, "kube-apiserver", cp("kube-apiserver"), kubeAPIServerArgs(env, p, files)...); err != nil {
+	check, err = startProcess(dir, env.LogDir, "kube-apiserver", cp("kube-apiserver"), kubeAPIServerArgs(env, p, files)...)
+	if err != nil {
 		return nil, err
 	}
 	admin, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
@@ -152,7 +157,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, "kube-apiserver", env.KubeAPIServerURL+"/readyz", adminHTTP, true); err != nil {
+	if err := waitHTTP(ctx, check, "kube-apiserver", env.KubeAPIServerURL+"/readyz", adminHTTP, true); err != nil {
 		return nil, err
 	}
 
@@ -162,30 +167,34 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	}
 
 	step("kube-controller-manager")
-	if err := startProcess(dir, env.LogDir, "kube-controller-manager", cp("kube-controller-manager"),
+	check, err = startProcess(dir, env.LogDir, "kube-controller-manager", cp("kube-controller-manager"),
 		"--kubeconfig="+env.KubeconfigAdmin,
 		"--authentication-kubeconfig="+env.KubeconfigAdmin, "--authorization-kubeconfig="+env.KubeconfigAdmin,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.kcm),
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--service-account-private-key-file="+files.saKey, "--root-ca-file="+files.kubeCA,
-		"--cluster-signing-cert-file="+files.kubeCA, "--cluster-signing-key-file="+files.kubeCAKey,
-		"--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route"); err != nil {
+		"--cluster-signing-cert-file="+files.kubeCA, "--cluster-signing-key-file="+files.kubeCAKey)
+	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, "kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", p.kcm), plainClient(true), true); err != nil {
+	if err := waitHTTP(ctx, check, "kube-controller-manager", fmt.Sprintf("https://127.0.0.1:%d/healthz", p.kcm), plainClient(true), true); err != nil {
 		return nil, err
 	}
 
 	step("reverser-apiserver on %s, delegating to kube-apiserver", env.ReverserAPIServer)
-	if err := startProcess(dir, env.LogDir, "reverser-apiserver", filepath.Join(o.ReverserBin, "reverser-apiserver"),
+	check, err = startProcess(dir, env.LogDir, "reverser-apiserver", filepath.Join(o.ReverserBin, "reverser-apiserver"),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.reverserAPI),
 		"--tls-cert-file="+files.reverserServing+".crt", "--tls-private-key-file="+files.reverserServing+".key",
 		"--embedded-etcd-dir="+filepath.Join(dir, "reverser-etcd"),
 		"--kubeconfig="+env.KubeconfigServer,
-		"--authentication-kubeconfig="+env.KubeconfigServer, "--authorization-kubeconfig="+env.KubeconfigServer); err != nil {
+		"--authentication-kubeconfig="+env.KubeconfigServer, "--authorization-kubeconfig="+env.KubeconfigServer,
+		// A refusal is not cached for long, so a RoleBinding just created
+		// takes effect on the next try.
+		"--authorization-webhook-cache-unauthorized-ttl=1s")
+	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, "reverser-apiserver", env.ReverserAPIServer+"/readyz", plainClient(true), true); err != nil {
+	if err := waitHTTP(ctx, check, "reverser-apiserver", env.ReverserAPIServer+"/readyz", plainClient(true), true); err != nil {
 		return nil, err
 	}
 
@@ -198,11 +207,12 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	}
 
 	step("Git server on %s", env.GitBaseURL)
-	if err := startProcess(dir, env.LogDir, "git-server", filepath.Join(o.ReverserBin, "reverser-gitserver"),
-		"--root="+env.GitRoot, fmt.Sprintf("--listen=127.0.0.1:%d", p.git)); err != nil {
+	check, err = startProcess(dir, env.LogDir, "git-server", filepath.Join(o.ReverserBin, "reverser-gitserver"),
+		"--root="+env.GitRoot, fmt.Sprintf("--listen=127.0.0.1:%d", p.git))
+	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(ctx, "git server", strings.TrimSuffix(env.GitBaseURL, gitserver.PathPrefix)+"/", plainClient(false), false); err != nil {
+	if err := waitHTTP(ctx, check, "git server", strings.TrimSuffix(env.GitBaseURL, gitserver.PathPrefix)+"/", plainClient(false), false); err != nil {
 		return nil, err
 	}
 
@@ -406,10 +416,14 @@ func freePorts() (ports, error) {
 }
 
 // waitHTTP polls url until it answers with a status below 500 (or exactly
-// 200 when strict), for at most 90 seconds.
-func waitHTTP(ctx context.Context, what, url string, client *http.Client, strict bool) error {
+// 200 when strict), for at most 90 seconds, and gives up at once when the
+// process behind it is no longer running.
+func waitHTTP(ctx context.Context, running func() error, what, url string, client *http.Client, strict bool) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false, err

@@ -35,6 +35,9 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	if dir := os.Getenv("REVERSER_E2E_LOCAL_DIR"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(root, dir) // relative to the repository, as make passes it
+		}
 		env, err = controlplane.Load(dir)
 		if err != nil {
 			return 0, fmt.Errorf("REVERSER_E2E_LOCAL_DIR=%s: %w (run make up first)", dir, err)
