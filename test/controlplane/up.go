@@ -231,17 +231,28 @@ func Down(dir string) error {
 }
 
 // WaitAPIServiceAvailable waits until kube-apiserver reports the APIService
-// Available, i.e. it reaches reverser-apiserver through the aggregator.
+// Available, i.e. it reaches reverser-apiserver through the aggregator, and
+// publishes our OpenAPI, which `kubectl explain` and server-side apply need
+// and the aggregator fetches a moment later.
 func WaitAPIServiceAvailable(ctx context.Context, env *Env) error {
 	var last string
+	kubectl := func(ctx context.Context, args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", env.KubeconfigAdmin}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", env.KubeconfigAdmin, "get", "apiservice", "v1alpha1.reverser.dev",
-			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`).CombinedOutput()
-		last = strings.TrimSpace(string(out))
-		return err == nil && strings.HasPrefix(last, "True"), nil
+		out, err := kubectl(ctx, "get", "apiservice", "v1alpha1.reverser.dev",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`)
+		last = "APIService: " + out
+		if err != nil || !strings.HasPrefix(out, "True") {
+			return false, nil
+		}
+		out, err = kubectl(ctx, "get", "--raw", "/openapi/v3")
+		last = "OpenAPI v3 does not list apis/reverser.dev/v1alpha1 yet"
+		return err == nil && strings.Contains(out, `"apis/reverser.dev/v1alpha1"`), nil
 	})
 	if err != nil {
-		return fmt.Errorf("APIService v1alpha1.reverser.dev not Available (last: %q): %w", last, err)
+		return fmt.Errorf("the reverser.dev API is not served through kube-apiserver (last: %s): %w", last, err)
 	}
 	return nil
 }
