@@ -77,6 +77,7 @@ func (c *Config) New() (*Server, error) {
 	})
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(reverser.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.NegotiatedSerializer = withoutProtobuf{group.NegotiatedSerializer}
 	group.VersionedResourcesStorageMap["v1alpha1"] = storage
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, fmt.Errorf("installing reverser.dev: %w", err)
@@ -120,4 +121,22 @@ func addKind[T registry.Object](add func(string, *registry.REST, *registry.Statu
 	opts generic.RESTOptionsGetter) error {
 	main, status, err := registry.NewREST(k, Scheme, opts)
 	return add(k.Resource, main, status, err)
+}
+
+// withoutProtobuf serves our group as JSON, YAML (and CBOR where enabled),
+// like a CRD: our types have no protobuf encoding, so offering it would
+// fail clients that prefer it, such as kube-controller-manager's namespace
+// deleter. Clients listing several types fall back to JSON.
+type withoutProtobuf struct {
+	runtime.NegotiatedSerializer
+}
+
+func (w withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
+	var out []runtime.SerializerInfo
+	for _, info := range w.NegotiatedSerializer.SupportedMediaTypes() {
+		if info.MediaType != runtime.ContentTypeProtobuf {
+			out = append(out, info)
+		}
+	}
+	return out
 }
