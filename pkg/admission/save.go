@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
 )
@@ -83,15 +82,18 @@ func (s *Save) Validate(ctx context.Context, a admission.Attributes, _ admission
 		Name:            target.Name,
 		ResourceRequest: true,
 	})
+	if decision != authorizer.DecisionAllow && err != nil {
+		// Like kube-apiserver's own authorization filter: an authorizer that
+		// failed is a server error, not a refusal the user could act on.
+		return apierrors.NewInternalError(fmt.Errorf("checking whether %q may save GitTarget %s/%s: %w",
+			user.GetName(), target.Namespace, target.Name, err))
+	}
 	if decision != authorizer.DecisionAllow {
 		msg := fmt.Sprintf("user %q may not save GitTarget %s/%s: it needs verb %q on resource \"gittargets\" in API group %q "+
 			"(namespace %q, name %q), e.g. through a RoleBinding to a role like reverser-saver",
 			user.GetName(), target.Namespace, target.Name, VerbSave, reverser.GroupName, target.Namespace, target.Name)
 		if reason != "" {
 			msg += ": " + reason
-		}
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Authorizing save", "user", user.GetName(), "gitTarget", klog.KRef(target.Namespace, target.Name))
 		}
 		return admission.NewForbidden(a, errors.New(msg))
 	}
