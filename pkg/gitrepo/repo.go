@@ -1,0 +1,313 @@
+// Package gitrepo is Reverser's Git plumbing: a bare local repository per
+// branch worker, commits built from the previous tree plus the changed
+// entries (never a worktree scan, so a commit costs what it changes, not
+// what the repository holds), fetch, and push with rejection detection.
+package gitrepo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// ErrRejected means the remote branch moved: fetch, rebuild, push again.
+var ErrRejected = errors.New("push rejected: the remote branch has commits this worker does not have")
+
+// Signature is a Git identity.
+type Signature struct {
+	Name, Email string
+}
+
+// Repo is a bare repository mirroring one branch of one remote.
+type Repo struct {
+	repo   *git.Repository
+	url    string
+	branch string
+	auth   transport.AuthMethod
+}
+
+const remoteName = "origin"
+
+// Open opens the bare repository in dir, creating it when absent, with
+// origin pointing at url. auth may be nil for anonymous remotes.
+func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
+	r, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		r, err = git.PlainInit(dir, true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening local repository %s: %w", dir, err)
+	}
+	_ = r.DeleteRemote(remoteName)
+	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
+		return nil, fmt.Errorf("configuring remote: %w", err)
+	}
+	return &Repo{repo: r, url: url, branch: branch, auth: auth}, nil
+}
+
+// URL is the remote's address.
+func (r *Repo) URL() string { return r.url }
+
+// Branch is the branch this repository mirrors.
+func (r *Repo) Branch() string { return r.branch }
+
+func (r *Repo) remoteRef() plumbing.ReferenceName {
+	return plumbing.NewRemoteReferenceName(remoteName, r.branch)
+}
+
+// Fetch brings the remote branch in and returns its head, or ZeroHash when
+// the branch does not exist yet (an empty repository, or a new branch).
+func (r *Repo) Fetch(ctx context.Context) (plumbing.Hash, error) {
+	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.branch, r.remoteRef()))
+	err := r.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Auth: r.auth, Tags: git.NoTags})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, transport.ErrEmptyRemoteRepository), isMissingRef(err):
+		return plumbing.ZeroHash, nil
+	default:
+		return plumbing.ZeroHash, fmt.Errorf("fetching %s from %s: %w", r.branch, r.url, err)
+	}
+	ref, err := r.repo.Reference(r.remoteRef(), true)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("reading fetched %s: %w", r.branch, err)
+	}
+	return ref.Hash(), nil
+}
+
+func isMissingRef(err error) bool {
+	var noMatch git.NoMatchingRefSpecError
+	return errors.As(err, &noMatch) || strings.Contains(err.Error(), "couldn't find remote ref")
+}
+
+// Push makes the remote branch head. It fails with ErrRejected when the
+// remote moved since the last fetch.
+func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
+	local := plumbing.NewBranchReferenceName(r.branch)
+	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(local, head)); err != nil {
+		return err
+	}
+	spec := config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, r.branch))
+	err := r.repo.PushContext(ctx, &git.PushOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Auth: r.auth})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, git.ErrNonFastForwardUpdate), strings.Contains(err.Error(), "non-fast-forward"),
+		strings.Contains(err.Error(), "fetch first"):
+		return ErrRejected
+	default:
+		return fmt.Errorf("pushing %s to %s: %w", r.branch, r.url, err)
+	}
+	// Record what the remote now holds, as a fetch would.
+	return r.repo.Storer.SetReference(plumbing.NewHashReference(r.remoteRef(), head))
+}
+
+// Files lists every file of a commit's tree with its blob hash. It reads the
+// whole tree: for start-up and recovery, not for each commit.
+func (r *Repo) Files(commit plumbing.Hash) (map[string]plumbing.Hash, error) {
+	files := map[string]plumbing.Hash{}
+	if commit.IsZero() {
+		return files, nil
+	}
+	c, err := r.repo.CommitObject(commit)
+	if err != nil {
+		return nil, fmt.Errorf("reading commit %s: %w", commit, err)
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	err = tree.Files().ForEach(func(f *object.File) error {
+		files[f.Name] = f.Hash
+		return nil
+	})
+	return files, err
+}
+
+// ReadBlob returns a blob's content.
+func (r *Repo) ReadBlob(h plumbing.Hash) ([]byte, error) {
+	b, err := r.repo.BlobObject(h)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := b.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	return io.ReadAll(rd)
+}
+
+// BlobHash is the hash content would have as a blob, to skip writes that
+// change nothing.
+func BlobHash(content []byte) plumbing.Hash {
+	return plumbing.ComputeHash(plumbing.BlobObject, content)
+}
+
+// CommitInfo describes a commit to write.
+type CommitInfo struct {
+	Author, Committer Signature
+	Message           string
+	When              time.Time
+}
+
+// Commit writes a commit on parent (ZeroHash for the first) whose tree is
+// parent's tree with changes applied: a path mapped to content is written, to
+// nil is removed. Only the trees on changed paths are rewritten.
+func (r *Repo) Commit(parent plumbing.Hash, changes map[string][]byte, info CommitInfo) (plumbing.Hash, error) {
+	var base plumbing.Hash
+	var parents []plumbing.Hash
+	if !parent.IsZero() {
+		c, err := r.repo.CommitObject(parent)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("reading parent %s: %w", parent, err)
+		}
+		base, parents = c.TreeHash, []plumbing.Hash{parent}
+	}
+	root, err := r.updateTree(base, splitChanges(changes))
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if root.IsZero() {
+		if root, err = r.store(&object.Tree{}); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	}
+	when := info.When
+	if when.IsZero() {
+		when = time.Now()
+	}
+	return r.store(&object.Commit{
+		Author:       object.Signature{Name: info.Author.Name, Email: info.Author.Email, When: when},
+		Committer:    object.Signature{Name: info.Committer.Name, Email: info.Committer.Email, When: when},
+		Message:      info.Message,
+		TreeHash:     root,
+		ParentHashes: parents,
+	})
+}
+
+// treeChanges are the changes below one folder: files directly in it, and
+// sub-folders with their own changes.
+type treeChanges struct {
+	files map[string][]byte
+	dirs  map[string]*treeChanges
+}
+
+func splitChanges(changes map[string][]byte) *treeChanges {
+	root := &treeChanges{files: map[string][]byte{}, dirs: map[string]*treeChanges{}}
+	for p, content := range changes {
+		node := root
+		parts := strings.Split(path.Clean(p), "/")
+		for _, dir := range parts[:len(parts)-1] {
+			next, ok := node.dirs[dir]
+			if !ok {
+				next = &treeChanges{files: map[string][]byte{}, dirs: map[string]*treeChanges{}}
+				node.dirs[dir] = next
+			}
+			node = next
+		}
+		node.files[parts[len(parts)-1]] = content
+	}
+	return root
+}
+
+// updateTree applies ch to the tree base (ZeroHash for none) and returns the
+// new tree, or ZeroHash when it is left empty.
+func (r *Repo) updateTree(base plumbing.Hash, ch *treeChanges) (plumbing.Hash, error) {
+	entries := map[string]object.TreeEntry{}
+	if !base.IsZero() {
+		t, err := r.repo.TreeObject(base)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("reading tree %s: %w", base, err)
+		}
+		for _, e := range t.Entries {
+			entries[e.Name] = e
+		}
+	}
+	for name, content := range ch.files {
+		if content == nil {
+			delete(entries, name)
+			continue
+		}
+		h, err := r.storeBlob(content)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries[name] = object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: h}
+	}
+	for name, sub := range ch.dirs {
+		var subBase plumbing.Hash
+		if e, ok := entries[name]; ok && e.Mode == filemode.Dir {
+			subBase = e.Hash
+		}
+		h, err := r.updateTree(subBase, sub)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if h.IsZero() {
+			delete(entries, name)
+		} else {
+			entries[name] = object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h}
+		}
+	}
+	if len(entries) == 0 {
+		return plumbing.ZeroHash, nil
+	}
+	tree := &object.Tree{}
+	for _, e := range entries {
+		tree.Entries = append(tree.Entries, e)
+	}
+	// Git orders entries by name, a folder's name compared as if it ended in '/'.
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	sort.Slice(tree.Entries, func(i, j int) bool { return key(tree.Entries[i]) < key(tree.Entries[j]) })
+	return r.store(tree)
+}
+
+type encodable interface {
+	Encode(plumbing.EncodedObject) error
+}
+
+func (r *Repo) store(o encodable) (plumbing.Hash, error) {
+	obj := r.repo.Storer.NewEncodedObject()
+	if err := o.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return r.repo.Storer.SetEncodedObject(obj)
+}
+
+func (r *Repo) storeBlob(content []byte) (plumbing.Hash, error) {
+	obj := r.repo.Storer.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := io.Copy(w, bytes.NewReader(content)); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return r.repo.Storer.SetEncodedObject(obj)
+}

@@ -1,0 +1,119 @@
+package gitrepo
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// remote serves a fresh bare repository over smart HTTP.
+func remote(t *testing.T) (url, bareDir string) {
+	t.Helper()
+	root := t.TempDir()
+	bareDir, err := gitserver.CreateRepo(root, "repo")
+	require.NoError(t, err)
+	h, err := gitserver.Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + gitserver.PathPrefix + "/repo.git", bareDir
+}
+
+func gitCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_AUTHOR_NAME=Foreign", "GIT_AUTHOR_EMAIL=f@example.com",
+		"GIT_COMMITTER_NAME=Foreign", "GIT_COMMITTER_EMAIL=f@example.com")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+var info = CommitInfo{Author: Signature{"Alice", "alice@example.com"}, Committer: Signature{"Reverser", "reverser@reverser.dev"}, Message: "msg"}
+
+func TestCommitAndPush(t *testing.T) {
+	url, bare := remote(t)
+	ctx := context.Background()
+	r, err := Open(t.TempDir(), url, "main", nil)
+	require.NoError(t, err)
+	head, err := r.Fetch(ctx)
+	require.NoError(t, err)
+	assert.True(t, head.IsZero(), "an empty remote has no head")
+
+	c1, err := r.Commit(head, map[string][]byte{
+		"clusters/dev/demo/configmaps/a.yaml": []byte("a: 1\n"),
+		"clusters/dev/demo/configmaps/b.yaml": []byte("b: 1\n"),
+		"README.md":                           []byte("hi\n"),
+	}, info)
+	require.NoError(t, err)
+	c2, err := r.Commit(c1, map[string][]byte{
+		"clusters/dev/demo/configmaps/a.yaml":      []byte("a: 2\n"),
+		"clusters/dev/demo/configmaps/b.yaml":      nil,
+		"clusters/dev/x/apps/deployments/web.yaml": []byte("w\n"),
+	}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c2))
+
+	// What git itself sees.
+	assert.Equal(t, c2.String(), gitCLI(t, bare, "rev-parse", "main"))
+	assert.Equal(t, "README.md\nclusters/dev/demo/configmaps/a.yaml\nclusters/dev/x/apps/deployments/web.yaml",
+		gitCLI(t, bare, "ls-tree", "-r", "--name-only", "main"))
+	assert.Equal(t, "a: 2", gitCLI(t, bare, "show", "main:clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "Alice <alice@example.com> | Reverser <reverser@reverser.dev>", gitCLI(t, bare, "log", "-1", "--format=%an <%ae> | %cn <%ce>", "main"))
+	gitCLI(t, bare, "fsck", "--strict") // trees are well-formed and sorted
+
+	files, err := r.Files(c2)
+	require.NoError(t, err)
+	assert.Len(t, files, 3)
+	assert.Equal(t, BlobHash([]byte("a: 2\n")), files["clusters/dev/demo/configmaps/a.yaml"])
+
+	// Removing the last file of a folder removes the folder.
+	c3, err := r.Commit(c2, map[string][]byte{"clusters/dev/x/apps/deployments/web.yaml": nil}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c3))
+	assert.NotContains(t, gitCLI(t, bare, "ls-tree", "-r", "-d", "--name-only", "main"), "clusters/dev/x")
+}
+
+func TestPushRejectedWhenRemoteMoved(t *testing.T) {
+	url, _ := remote(t)
+	ctx := context.Background()
+	r, err := Open(t.TempDir(), url, "main", nil)
+	require.NoError(t, err)
+	c1, err := r.Commit(plumbing.ZeroHash, map[string][]byte{"a.yaml": []byte("1\n")}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c1))
+
+	// Somebody else pushes.
+	work := filepath.Join(t.TempDir(), "w")
+	gitCLI(t, filepath.Dir(work), "clone", "--quiet", url, work)
+	require.NoError(t, os.WriteFile(filepath.Join(work, "foreign.txt"), []byte("x\n"), 0o644))
+	gitCLI(t, work, "add", ".")
+	gitCLI(t, work, "commit", "--quiet", "-m", "foreign")
+	gitCLI(t, work, "push", "--quiet", "origin", "main")
+	foreign := gitCLI(t, work, "rev-parse", "HEAD")
+
+	c2, err := r.Commit(c1, map[string][]byte{"a.yaml": []byte("2\n")}, info)
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Push(ctx, c2), ErrRejected)
+
+	head, err := r.Fetch(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, foreign, head.String())
+	c3, err := r.Commit(head, map[string][]byte{"a.yaml": []byte("2\n")}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c3))
+	files, err := r.Files(c3)
+	require.NoError(t, err)
+	assert.Contains(t, files, "foreign.txt", "the foreign commit is kept")
+}
