@@ -1,0 +1,62 @@
+// Package metrics holds reverser-controller's Prometheus metrics. Every name
+// starts with reverser_ and every label takes a bounded set of values.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Registry is what the controller serves on /metrics.
+var Registry = prometheus.NewRegistry()
+
+var (
+	// WatchEvents counts watch events by what became of them.
+	WatchEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_watch_events_total",
+		Help: "Watch events received, by outcome: mirrored, unchanged, cluster_generated, secret_skipped, invalid, deleted.",
+	}, []string{"outcome"})
+	// QueueDepth is how many changes wait for branch workers.
+	QueueDepth = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "reverser_worker_queue_depth",
+		Help: "Changes queued for branch workers and not yet handled.",
+	})
+	// Windows counts closed commit windows by why they closed.
+	Windows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_windows_closed_total",
+		Help: "Commit windows closed, by reason: silence, max_age, or empty (nothing changed after all).",
+	}, []string{"reason"})
+	// Commits counts commits written.
+	Commits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "reverser_commits_total",
+		Help: "Commits written by branch workers, replays included.",
+	})
+	// Pushes counts pushes by result.
+	Pushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_pushes_total",
+		Help: "Pushes, by result: ok, rejected (the remote moved; replayed), error.",
+	}, []string{"result"})
+	// CommitSeconds times building and writing one commit.
+	CommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "reverser_commit_duration_seconds",
+		Help:    "Time to build and write one commit.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	// PushSeconds times one push.
+	PushSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "reverser_push_duration_seconds",
+		Help:    "Time of one push to the remote.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	})
+	// EditToPush times an edit from its watch event to the push carrying it.
+	EditToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "reverser_edit_to_push_seconds",
+		Help:    "Time from a change's watch event to the push that carries it, window time included.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+)
+
+func init() {
+	Registry.MustRegister(WatchEvents, QueueDepth, Windows, Commits, Pushes, CommitSeconds, PushSeconds, EditToPush,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}

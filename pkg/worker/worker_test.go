@@ -1,0 +1,241 @@
+package worker
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+var committer = gitrepo.Signature{Name: "Reverser", Email: "reverser@reverser.dev"}
+
+type recorder struct {
+	mu       sync.Mutex
+	commits  []string
+	pushes   int
+	failures []error
+}
+
+func (r *recorder) Committed(_, sha string, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.commits = append(r.commits, sha)
+}
+
+func (r *recorder) Pushed([]string, string, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pushes++
+}
+
+func (r *recorder) Failed(_ []string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failures = append(r.failures, err)
+}
+
+type fixture struct {
+	t    *testing.T
+	bare string
+	url  string
+	w    *Worker
+	rec  *recorder
+	ctx  context.Context
+}
+
+func newFixture(t *testing.T) *fixture {
+	root := t.TempDir()
+	bare, err := gitserver.CreateRepo(root, "repo")
+	require.NoError(t, err)
+	h, err := gitserver.Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &fixture{t: t, bare: bare, url: srv.URL + gitserver.PathPrefix + "/repo.git"}
+}
+
+func (f *fixture) start(targets ...Target) {
+	repo, err := gitrepo.Open(f.t.TempDir(), f.url, "main", nil)
+	require.NoError(f.t, err)
+	f.rec = &recorder{}
+	f.w = New(repo, committer, f.rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	f.ctx = ctx
+	for _, t := range targets {
+		f.w.SetTarget(ctx, t)
+	}
+	go f.w.Run(ctx)
+}
+
+func (f *fixture) git(dir string, args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_AUTHOR_NAME=Foreign", "GIT_AUTHOR_EMAIL=f@example.com",
+		"GIT_COMMITTER_NAME=Foreign", "GIT_COMMITTER_EMAIL=f@example.com")
+	out, err := cmd.CombinedOutput()
+	require.NoError(f.t, err, "git %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// remoteFiles lists the files on the remote's main branch.
+func (f *fixture) remoteFiles() []string {
+	out, err := exec.Command("git", "-C", f.bare, "ls-tree", "-r", "--name-only", "main").Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+func (f *fixture) remoteShow(p string) string {
+	return f.git(f.bare, "show", "main:"+p)
+}
+
+func (f *fixture) commitCount() int {
+	out, err := exec.Command("git", "-C", f.bare, "rev-list", "--count", "main").Output()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, c := range strings.TrimSpace(string(out)) {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	require.NoError(f.t, err, what)
+}
+
+var (
+	cmGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	short  = Window{Silence: 50 * time.Millisecond, MaxAge: time.Minute}
+	site = Target{Key: "demo/site", Path: "clusters/dev", Window: short, PruneAlways: true}
+)
+
+func TestWindowBecomesOneCommit(t *testing.T) {
+	f := newFixture(t)
+	f.start(site)
+	now := time.Now()
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 1\n"), "ConfigMap demo/a", now)
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 1\n"), "ConfigMap demo/b", now)
+	f.eventually("both files pushed", func() bool { return len(f.remoteFiles()) == 2 })
+	assert.Equal(t, 1, f.commitCount(), "one window, one commit")
+	assert.Equal(t, "Reverser: 2 changes in clusters/dev\n\n- create ConfigMap demo/a\n- create ConfigMap demo/b",
+		f.git(f.bare, "log", "-1", "--format=%B", "main"))
+	assert.Equal(t, "Reverser <reverser@reverser.dev>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", "main"))
+
+	// The same content again writes nothing; a change writes one commit.
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 1\n"), "ConfigMap demo/a", now)
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 2\n"), "ConfigMap demo/b", now)
+	f.eventually("b updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/b.yaml") == "b: 2" })
+	assert.Equal(t, 2, f.commitCount())
+	assert.Equal(t, "Reverser: update ConfigMap demo/b", f.git(f.bare, "log", "-1", "--format=%s", "main"))
+
+	f.w.Delete(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", "ConfigMap demo/a", now)
+	f.eventually("a deleted", func() bool { return len(f.remoteFiles()) == 1 })
+	assert.Equal(t, "Reverser: delete ConfigMap demo/a", f.git(f.bare, "log", "-1", "--format=%s", "main"))
+
+	// A change that is undone within the window writes nothing.
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 3\n"), "ConfigMap demo/b", now)
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 2\n"), "ConfigMap demo/b", now)
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/c.yaml", []byte("c: 1\n"), "ConfigMap demo/c", now)
+	f.eventually("c pushed", func() bool { return len(f.remoteFiles()) == 2 })
+	assert.Equal(t, 4, f.commitCount())
+	assert.Equal(t, "Reverser: create ConfigMap demo/c", f.git(f.bare, "log", "-1", "--format=%s", "main"))
+}
+
+func TestMaxAgeClosesABusyWindow(t *testing.T) {
+	f := newFixture(t)
+	busy := site
+	busy.Window = Window{Silence: time.Hour, MaxAge: 300 * time.Millisecond}
+	f.start(busy)
+	// A steady stream of edits, never silent for an hour.
+	edits := time.NewTicker(20 * time.Millisecond)
+	defer edits.Stop()
+	stop := time.After(2 * time.Second)
+	for i := 0; f.commitCount() == 0; i++ {
+		select {
+		case <-stop:
+			t.Fatal("no commit within 2s although maxAge is 300ms")
+		case <-edits.C:
+		}
+		f.w.Upsert(f.ctx, busy.Key, "clusters/dev/demo/configmaps/a.yaml", []byte{byte('a' + i%26), '\n'}, "ConfigMap demo/a", time.Now())
+	}
+	assert.Equal(t, 1, f.commitCount(), "max age closed the window although edits kept coming")
+}
+
+// seedRemote pushes files from the git CLI, as somebody else would.
+func (f *fixture) seedRemote(files map[string]string, message string) string {
+	work := filepath.Join(f.t.TempDir(), "w")
+	f.git(filepath.Dir(work), "clone", "--quiet", f.url, work)
+	for p, c := range files {
+		require.NoError(f.t, os.MkdirAll(filepath.Join(work, filepath.Dir(p)), 0o755))
+		require.NoError(f.t, os.WriteFile(filepath.Join(work, p), []byte(c), 0o644))
+	}
+	f.git(work, "add", ".")
+	f.git(work, "commit", "--quiet", "-m", message)
+	f.git(work, "push", "--quiet", "origin", "HEAD:main")
+	return f.git(work, "rev-parse", "HEAD")
+}
+
+func TestSweepAfterInitialState(t *testing.T) {
+	for _, prune := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Always", false: "OnEvent"}[prune], func(t *testing.T) {
+			f := newFixture(t)
+			f.seedRemote(map[string]string{
+				"clusters/dev/demo/configmaps/gone.yaml":    "gone\n",
+				"clusters/dev/demo/configmaps/kept.yaml":    "old\n",
+				"clusters/dev/README.md":                    "foreign\n",
+				"clusters/dev/demo/apps/deployments/x.yaml": "not watched\n",
+			}, "seed")
+			tg := site
+			tg.PruneAlways = prune
+			f.start(tg)
+			f.w.Upsert(f.ctx, tg.Key, "clusters/dev/demo/configmaps/kept.yaml", []byte("new\n"), "ConfigMap demo/kept", time.Now())
+			f.w.Synced(f.ctx, tg.Key, Scope{GVR: cmGVR, Namespace: "demo"})
+			f.eventually("kept updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/kept.yaml") == "new" })
+			files := f.remoteFiles()
+			assert.Contains(t, files, "clusters/dev/README.md", "files outside the stream's scope stay")
+			assert.Contains(t, files, "clusters/dev/demo/apps/deployments/x.yaml")
+			if prune {
+				assert.NotContains(t, files, "clusters/dev/demo/configmaps/gone.yaml", "Always sweeps what the cluster does not hold")
+			} else {
+				assert.Contains(t, files, "clusters/dev/demo/configmaps/gone.yaml", "OnEvent removes only observed deletes")
+			}
+		})
+	}
+}
+
+func TestRejectedPushReplaysOnTheForeignCommit(t *testing.T) {
+	f := newFixture(t)
+	f.start(site)
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 1\n"), "ConfigMap demo/a", time.Now())
+	f.eventually("a pushed", func() bool { return len(f.remoteFiles()) == 1 })
+
+	foreign := f.seedRemote(map[string]string{"notes.txt": "by hand\n"}, "foreign")
+	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 2\n"), "ConfigMap demo/a", time.Now())
+	f.w.Delete(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", "ConfigMap demo/b", time.Now())
+	f.eventually("a: 2 pushed on top of the foreign commit", func() bool {
+		return f.remoteShow("clusters/dev/demo/configmaps/a.yaml") == "a: 2"
+	})
+	assert.Contains(t, f.remoteFiles(), "notes.txt", "the foreign commit is kept")
+	f.git(f.bare, "merge-base", "--is-ancestor", foreign, "main")
+}
