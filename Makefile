@@ -7,7 +7,7 @@ LDFLAGS := -s -w
 
 LOCAL_DIR ?= _output/local
 
-BINARIES := bin/reverser-apiserver
+BINARIES := bin/reverser-apiserver bin/reverser-controller
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
 .PHONY: all build tools test unit integration e2e control-plane up down demo verify fmt vet lint codegen verify-codegen clean
@@ -20,6 +20,9 @@ tools: $(TOOLS)
 
 bin/reverser-apiserver: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/apiserver
+
+bin/reverser-controller: FORCE
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/controller
 
 bin/reverser-gitserver: FORCE
 	$(GO) build -o $@ ./hack/gitserver

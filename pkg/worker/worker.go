@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/gitrepo"
@@ -37,12 +36,6 @@ type Target struct {
 // Window says when a target's open changes become a commit.
 type Window struct {
 	Silence, MaxAge time.Duration
-}
-
-// Scope is what one stream covers, for the sweep after its initial state.
-type Scope struct {
-	GVR       schema.GroupVersionResource
-	Namespace string // "" cluster-scoped, "*" every namespace
 }
 
 // Reporter hears what a worker did, for status and logs. Calls come from
@@ -80,7 +73,7 @@ type target struct {
 	window  *window
 	// synced are the scopes whose initial state is complete; sweep says
 	// they must be swept against the current head.
-	synced []Scope
+	synced []watch.Scope
 	sweep  bool
 }
 
@@ -159,7 +152,7 @@ func (w *Worker) Delete(ctx context.Context, key, p, desc string, seen time.Time
 
 // Synced marks the end of a stream's initial state: with PruneAlways, the
 // documents in the stream's scope that the cluster does not hold are removed.
-func (w *Worker) Synced(ctx context.Context, key string, scope Scope) {
+func (w *Worker) Synced(ctx context.Context, key string, scope watch.Scope) {
 	w.do(ctx, func() {
 		t, ok := w.targets[key]
 		if !ok || slices.Contains(t.synced, scope) {

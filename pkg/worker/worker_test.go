@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/test/gitserver"
 )
 
@@ -125,9 +126,9 @@ func (f *fixture) eventually(what string, cond func() bool) {
 }
 
 var (
-	cmGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	short  = Window{Silence: 50 * time.Millisecond, MaxAge: time.Minute}
-	site = Target{Key: "demo/site", Path: "clusters/dev", Window: short, PruneAlways: true}
+	cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	short = Window{Silence: 50 * time.Millisecond, MaxAge: time.Minute}
+	site  = Target{Key: "demo/site", Path: "clusters/dev", Window: short, PruneAlways: true}
 )
 
 func TestWindowBecomesOneCommit(t *testing.T) {
@@ -210,7 +211,7 @@ func TestSweepAfterInitialState(t *testing.T) {
 			tg.PruneAlways = prune
 			f.start(tg)
 			f.w.Upsert(f.ctx, tg.Key, "clusters/dev/demo/configmaps/kept.yaml", []byte("new\n"), "ConfigMap demo/kept", time.Now())
-			f.w.Synced(f.ctx, tg.Key, Scope{GVR: cmGVR, Namespace: "demo"})
+			f.w.Synced(f.ctx, tg.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
 			f.eventually("kept updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/kept.yaml") == "new" })
 			files := f.remoteFiles()
 			assert.Contains(t, files, "clusters/dev/README.md", "files outside the stream's scope stay")

@@ -24,7 +24,9 @@ type Env struct {
 	KubeconfigAdmin   string `env:"KUBECONFIG_ADMIN"`
 	KubeconfigAlice   string `env:"KUBECONFIG_ALICE"`
 	KubeconfigBob     string `env:"KUBECONFIG_BOB"`
-	KubeconfigServer  string `env:"KUBECONFIG_REVERSER"`
+	KubeconfigServer  string `env:"KUBECONFIG_REVERSER_APISERVER"`
+	KubeconfigCtrl    string `env:"KUBECONFIG_REVERSER_CONTROLLER"`
+	MetricsURL        string `env:"REVERSER_METRICS_URL"`
 	ReverserAPIServer string `env:"REVERSER_APISERVER_URL"`
 	GitBaseURL        string `env:"GIT_BASE_URL"`
 	GitRoot           string `env:"GIT_ROOT"`

@@ -92,6 +92,30 @@ subjects:
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
+metadata: {name: reverser-controller}
+rules:
+- apiGroups: [reverser.dev]
+  resources: ["*"]
+  verbs: [get, list, watch, update, patch, delete]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+- apiGroups: ["*"]
+  resources: ["*"]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: reverser-controller}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-controller}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-controller}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
 metadata: {name: reverser-user}
 rules:
 - apiGroups: [reverser.dev]

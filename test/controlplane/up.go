@@ -59,7 +59,7 @@ const (
 )
 
 type ports struct {
-	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit int
+	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health int
 }
 
 // Up starts the control plane and returns where it is. On error, whatever
@@ -114,6 +114,8 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		KubeconfigAlice:   filepath.Join(dir, "alice.kubeconfig"),
 		KubeconfigBob:     filepath.Join(dir, "bob.kubeconfig"),
 		KubeconfigServer:  filepath.Join(dir, "reverser-apiserver.kubeconfig"),
+		KubeconfigCtrl:    filepath.Join(dir, "reverser-controller.kubeconfig"),
+		MetricsURL:        fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics),
 		ReverserAPIServer: fmt.Sprintf("https://127.0.0.1:%d", p.reverserAPI),
 		GitBaseURL:        fmt.Sprintf("http://127.0.0.1:%d%s", p.git, gitserver.PathPrefix),
 		GitRoot:           filepath.Join(dir, "git"),
@@ -213,6 +215,19 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		return nil, err
 	}
 	if err := waitHTTP(ctx, check, "git server", strings.TrimSuffix(env.GitBaseURL, gitserver.PathPrefix)+"/", plainClient(false), false); err != nil {
+		return nil, err
+	}
+
+	step("reverser-controller, metrics on %s", env.MetricsURL)
+	check, err = startProcess(dir, env.LogDir, "reverser-controller", filepath.Join(o.ReverserBin, "reverser-controller"),
+		"--kubeconfig="+env.KubeconfigCtrl, "--data-dir="+filepath.Join(dir, "controller"),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
+		"--leader-elect=false")
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, check, "reverser-controller", fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health), plainClient(false), true); err != nil {
 		return nil, err
 	}
 
@@ -324,6 +339,7 @@ func writeConfig(env *Env) (*configFiles, error) {
 		{UserAlice, "uid-alice", GroupDevs, env.KubeconfigAlice},
 		{UserBob, "uid-bob", GroupDevs, env.KubeconfigBob},
 		{"reverser-apiserver", "uid-reverser-apiserver", "", env.KubeconfigServer},
+		{"reverser-controller", "uid-reverser-controller", "", env.KubeconfigCtrl},
 	}
 	var csv strings.Builder
 	for _, u := range users {
@@ -416,7 +432,7 @@ func freePorts() (ports, error) {
 		return l.Addr().(*net.TCPAddr).Port, nil
 	}
 	var p ports
-	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit} {
+	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health} {
 		n, err := next()
 		if err != nil {
 			return p, fmt.Errorf("finding a free port: %w", err)

@@ -53,7 +53,9 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("building the control plane: %w", err)
 	}
 	bin := filepath.Join(root, "_output", "e2e", "bin")
-	for name, pkg := range map[string]string{"reverser-apiserver": "./cmd/apiserver", "reverser-gitserver": "./hack/gitserver"} {
+	for name, pkg := range map[string]string{
+		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
+	} {
 		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(bin, name), pkg); err != nil {
 			return 0, fmt.Errorf("building %s: %w", name, err)
 		}

@@ -1,0 +1,123 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+)
+
+// problem is a condition-ready explanation: a reason and a message that says
+// what to fix.
+type problem struct {
+	reason, message string
+}
+
+func (p *problem) Error() string { return p.reason + ": " + p.message }
+
+func problemf(reason, format string, args ...any) *problem {
+	return &problem{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// sourceConfig returns the REST config of a KubeProvider's cluster.
+func (c *Controller) sourceConfig(ctx context.Context, kp *v1.KubeProvider) (*rest.Config, error) {
+	if kp.Spec.InCluster {
+		return rest.CopyConfig(c.cfg.Source), nil
+	}
+	ref := kp.Spec.KubeConfigSecretRef
+	if ref == nil {
+		return nil, problemf("InvalidKubeProvider", "KubeProvider %s sets neither inCluster nor kubeConfigSecretRef", kp.Name)
+	}
+	data, err := c.secretKey(ctx, ref.Namespace, ref.Name, ref.Key)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, problemf("InvalidKubeconfig", "Secret %s/%s key %q is not a usable kubeconfig: %v", ref.Namespace, ref.Name, ref.Key, err)
+	}
+	return cfg, nil
+}
+
+// secretKey reads one key of a Secret on the control cluster.
+func (c *Controller) secretKey(ctx context.Context, namespace, name, key string) ([]byte, error) {
+	s, err := c.cfg.Kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, problemf("SecretNotFound", "Secret %s/%s does not exist: create it or fix the reference", namespace, name)
+	case apierrors.IsForbidden(err):
+		return nil, problemf("SecretForbidden", "reverser-controller may not read Secret %s/%s: grant it get on secrets", namespace, name)
+	case err != nil:
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+	}
+	v, ok := s.Data[key]
+	if !ok {
+		return nil, problemf("SecretKeyMissing", "Secret %s/%s has no key %q", namespace, name, key)
+	}
+	return v, nil
+}
+
+// gitAuth builds the credentials a GitProvider's Secret holds: username and
+// password (or token) for HTTP(S), identity and known_hosts for SSH.
+func (c *Controller) gitAuth(ctx context.Context, gp *v1.GitProvider) (transport.AuthMethod, error) {
+	if gp.Spec.SecretRef == nil {
+		return nil, nil
+	}
+	s, err := c.cfg.Kube.CoreV1().Secrets(gp.Namespace).Get(ctx, gp.Spec.SecretRef.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, problemf("SecretNotFound", "Secret %s/%s named by GitProvider %s does not exist", gp.Namespace, gp.Spec.SecretRef.Name, gp.Name)
+	case err != nil:
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", gp.Namespace, gp.Spec.SecretRef.Name, err)
+	}
+	if id, ok := s.Data["identity"]; ok {
+		keys, err := gitssh.NewPublicKeys("git", id, string(s.Data["password"]))
+		if err != nil {
+			return nil, problemf("InvalidCredentials", "Secret %s/%s key identity is not a usable SSH private key: %v", gp.Namespace, s.Name, err)
+		}
+		hosts, ok := s.Data["known_hosts"]
+		if !ok {
+			return nil, problemf("SecretKeyMissing", "Secret %s/%s has an SSH identity but no known_hosts key", gp.Namespace, s.Name)
+		}
+		file := filepath.Join(c.cfg.DataDir, "known_hosts", gp.Namespace+"_"+gp.Name)
+		if err := os.MkdirAll(path.Dir(file), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(file, hosts, 0o600); err != nil {
+			return nil, err
+		}
+		if keys.HostKeyCallback, err = gitssh.NewKnownHostsCallback(file); err != nil {
+			return nil, problemf("InvalidCredentials", "Secret %s/%s key known_hosts cannot be read: %v", gp.Namespace, s.Name, err)
+		}
+		return keys, nil
+	}
+	user, pass := string(s.Data["username"]), string(s.Data["password"])
+	if pass == "" {
+		return nil, problemf("SecretKeyMissing", "Secret %s/%s needs keys username and password (or identity and known_hosts for SSH)", gp.Namespace, s.Name)
+	}
+	if user == "" {
+		user = "git" // token-only hosts accept any user name
+	}
+	return &githttp.BasicAuth{Username: user, Password: pass}, nil
+}
+
+// branchAllowed applies a GitProvider's allowedBranches.
+func branchAllowed(gp *v1.GitProvider, branch string) bool {
+	for _, pattern := range gp.Spec.AllowedBranches {
+		if ok, _ := path.Match(pattern, branch); ok || pattern == "*" {
+			return true
+		}
+	}
+	return false
+}

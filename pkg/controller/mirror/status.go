@@ -1,0 +1,178 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/watch"
+)
+
+func condition(typ string, ok bool, reason, message string) metav1.Condition {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message}
+}
+
+func fromProblem(typ string, p *problem, okReason, okMessage string) metav1.Condition {
+	if p == nil {
+		return condition(typ, true, okReason, okMessage)
+	}
+	return condition(typ, false, p.reason, p.message)
+}
+
+// writeStatus reports what a reconcile observed, when it differs from what
+// the GitTarget says already.
+func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *observed) error {
+	key := gt.Namespace + "/" + gt.Name
+	c.mu.Lock()
+	rep := c.reports[key]
+	var lastCommit, lastPush *v1.CommitRef
+	var gitErr error
+	if rep != nil {
+		lastCommit, lastPush, gitErr = rep.lastCommit, rep.lastPush, rep.gitErr
+	}
+	c.mu.Unlock()
+
+	status := gt.Status.DeepCopy()
+	status.ObservedGeneration = gt.Generation
+	if lastCommit != nil {
+		status.LastCommit = lastCommit
+	}
+	if lastPush != nil {
+		status.LastPush = lastPush
+	}
+	running, failing := int32(0), []string{}
+	for _, s := range st.streams {
+		switch {
+		case s.Err() != nil:
+			failing = append(failing, fmt.Sprintf("%s: %v", s.Scope, s.Err()))
+		case s.Synced():
+			running++
+		}
+	}
+	status.Streams = v1.StreamCounts{Desired: int32(len(st.streams)), Running: running}
+
+	set := func(cond metav1.Condition) { meta.SetStatusCondition(&status.Conditions, cond) }
+	set(fromProblem(v1.ConditionSourceReachable, st.source, "Reachable", "The source cluster answers."))
+	gitProblem := st.git
+	if gitProblem == nil && gitErr != nil {
+		gitProblem = problemf("GitUnreachable", "%v: check the GitProvider's URL and credentials", gitErr)
+	}
+	switch {
+	case gitProblem != nil:
+		set(fromProblem(v1.ConditionGitReachable, gitProblem, "", ""))
+	case lastPush != nil:
+		set(condition(v1.ConditionGitReachable, true, "Pushed", "The last push succeeded."))
+	default:
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1.ConditionGitReachable, Status: metav1.ConditionUnknown,
+			Reason: "NotYetPushed", Message: "Nothing has been pushed yet."})
+	}
+	streamsMsg := fmt.Sprintf("%d of %d streams watching.", running, len(st.streams))
+	if st.secrets {
+		streamsMsg += " Secrets are not written: set spec.encryption to mirror them encrypted."
+	}
+	switch {
+	case len(failing) > 0:
+		set(condition(v1.ConditionStreamsRunning, false, "WatchFailed", strings.Join(failing, "; ")))
+	case len(st.streams) == 0 && st.source == nil && st.config == nil && st.git == nil:
+		set(condition(v1.ConditionStreamsRunning, false, "NoRules", "No WatchRule or ClusterWatchRule selects anything for this GitTarget."))
+	case int(running) < len(st.streams):
+		set(condition(v1.ConditionStreamsRunning, false, "Starting", streamsMsg))
+	default:
+		set(condition(v1.ConditionStreamsRunning, true, "Watching", streamsMsg))
+	}
+
+	ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Mirroring", Message: streamsMsg}
+	for _, t := range []string{v1.ConditionSourceReachable, v1.ConditionGitReachable, v1.ConditionStreamsRunning} {
+		if c := meta.FindStatusCondition(status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
+			ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message}
+			break
+		}
+	}
+	if st.config != nil {
+		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: st.config.reason, Message: st.config.message}
+		set(condition(v1.ConditionStalled, true, st.config.reason, st.config.message))
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionStalled)
+	}
+	set(ready)
+	if int(running) < len(st.streams) {
+		set(condition(v1.ConditionReconciling, true, "Starting", streamsMsg))
+	} else {
+		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionReconciling)
+	}
+
+	if apiequality.Semantic.DeepEqual(status, &gt.Status) {
+		return nil
+	}
+	updated := gt.DeepCopy()
+	updated.Status = *status
+	_, err := c.cfg.Reverser.ReverserV1alpha1().GitTargets(gt.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		c.queue.Add(key) // decided from a stale copy: decide again
+		return nil
+	}
+	if err == nil && int(running) < len(st.streams) {
+		c.queue.AddAfter(key, 500*time.Millisecond) // report streams as they finish their initial state
+	}
+	return err
+}
+
+func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res watch.Resolution) {
+	status := ruleStatus(wr.Status, wr.Generation, res)
+	if apiequality.Semantic.DeepEqual(status, wr.Status) {
+		return
+	}
+	updated := wr.DeepCopy()
+	updated.Status = status
+	if _, err := c.cfg.Reverser.ReverserV1alpha1().WatchRules(wr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil &&
+		!apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Writing WatchRule status", "watchRule", klog.KObj(wr))
+	}
+}
+
+func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res watch.Resolution) {
+	status := ruleStatus(cwr.Status, cwr.Generation, res)
+	if apiequality.Semantic.DeepEqual(status, cwr.Status) {
+		return
+	}
+	updated := cwr.DeepCopy()
+	updated.Status = status
+	if _, err := c.cfg.Reverser.ReverserV1alpha1().ClusterWatchRules().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil &&
+		!apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Writing ClusterWatchRule status", "clusterWatchRule", klog.KObj(cwr))
+	}
+}
+
+func ruleStatus(cur v1.WatchRuleStatus, generation int64, res watch.Resolution) v1.WatchRuleStatus {
+	s := *cur.DeepCopy()
+	s.ObservedGeneration = generation
+	s.Resolved = nil
+	for _, gvr := range res.GVRs {
+		s.Resolved = append(s.Resolved, watch.GVRString(gvr))
+	}
+	slices.Sort(s.Resolved)
+	s.Unresolved = res.Unresolved
+	switch {
+	case len(res.Unresolved) > 0:
+		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionReady, false, "Unresolved",
+			"Not served or not allowed: "+strings.Join(res.Unresolved, "; ")+". The rest is mirrored."))
+	case len(res.GVRs) == 0:
+		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionReady, false, "NothingSelected", "The rules select no resource the source serves."))
+	default:
+		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionReady, true, "Resolved", fmt.Sprintf("%d resources selected.", len(res.GVRs))))
+	}
+	return s
+}

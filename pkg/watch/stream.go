@@ -1,0 +1,168 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"reverser.dev/reverser/pkg/metrics"
+)
+
+// Scope is what one stream covers: a resource in one namespace, every
+// namespace ("*"), or cluster-scoped ("").
+type Scope struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+}
+
+func (s Scope) String() string {
+	ns := s.Namespace
+	switch ns {
+	case "":
+		ns = "cluster"
+	case "*":
+		ns = "all namespaces"
+	}
+	return GVRString(s.GVR) + " in " + ns
+}
+
+// Sink receives a stream's documents: a branch worker.
+type Sink interface {
+	Upsert(ctx context.Context, key, path string, content []byte, desc string, seen time.Time)
+	Delete(ctx context.Context, key, path, desc string, seen time.Time)
+	Synced(ctx context.Context, key string, scope Scope)
+}
+
+// Stream watches one scope for one GitTarget. Watch is the only source of
+// object state: the initial list (or initial events) is the snapshot, after
+// which the sink sweeps; relists after 410 Gone or a lost connection report
+// deletes that happened meanwhile.
+type Stream struct {
+	Scope  Scope
+	cancel context.CancelFunc
+	done   chan struct{}
+	synced atomic.Bool
+	mu     sync.Mutex
+	err    error
+}
+
+// StartStream starts watching scope and feeding sink for the GitTarget key
+// whose documents live under base.
+func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, sink Sink) *Stream {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{})}
+	ns := scope.Namespace
+	if ns == "*" {
+		ns = metav1.NamespaceAll
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(client, scope.GVR, ns, 0, cache.Indexers{}, nil).Informer()
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		s.setErr(err)
+		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "scope", scope.String(), "err", err)
+	})
+	gr := scope.GVR.GroupResource()
+	upsert := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		s.setErr(nil)
+		if outcome, skip := Skip(gr, u); skip {
+			metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
+			return
+		}
+		content, err := Sanitize(gr, u)
+		if err != nil {
+			metrics.WatchEvents.WithLabelValues(string(OutcomeInvalid)).Inc()
+			klog.FromContext(ctx).Error(err, "Cannot write object", "scope", scope.String(), "object", klog.KObj(u))
+			return
+		}
+		metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
+		sink.Upsert(ctx, key, DocumentPath(base, scope.GVR, u.GetNamespace(), u.GetName()), content, describe(u), time.Now())
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { upsert(obj) },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, okOld := oldObj.(*unstructured.Unstructured)
+			n, okNew := newObj.(*unstructured.Unstructured)
+			if okOld && okNew {
+				// Status and other runtime churn: nothing to write.
+				if a, err := Sanitize(gr, o); err == nil {
+					if b, err := Sanitize(gr, n); err == nil && string(a) == string(b) {
+						metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
+						return
+					}
+				}
+			}
+			upsert(newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			u, ok := obj.(*unstructured.Unstructured)
+			if !ok {
+				return
+			}
+			if _, skip := Skip(gr, u); skip {
+				return
+			}
+			metrics.WatchEvents.WithLabelValues("deleted").Inc()
+			sink.Delete(ctx, key, DocumentPath(base, scope.GVR, u.GetNamespace(), u.GetName()), describe(u), time.Now())
+		},
+	})
+	if err != nil {
+		s.setErr(fmt.Errorf("registering handler: %w", err))
+		close(s.done)
+		return s
+	}
+	go func() {
+		defer close(s.done)
+		go inf.RunWithContext(ctx)
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			s.synced.Store(true)
+			sink.Synced(ctx, key, scope)
+		}
+		<-ctx.Done()
+	}()
+	return s
+}
+
+func describe(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetKind() + " " + u.GetName()
+	}
+	return u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
+}
+
+func (s *Stream) setErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+// Err is the stream's last watch error, nil once events flow again.
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Synced says whether the initial state has been delivered.
+func (s *Stream) Synced() bool { return s.synced.Load() }
+
+// Stop ends the stream and waits for it.
+func (s *Stream) Stop() {
+	s.cancel()
+	<-s.done
+}
