@@ -47,6 +47,11 @@ func startProcess(dir, logDir, name, bin string, args ...string) (check func() e
 	if err := os.WriteFile(filepath.Join(dir, "pids", name+".pid"), []byte(pid+"\n"+bin+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	// The command line, for Restart after the process is gone.
+	cmdline := strings.Join(append([]string{bin}, args...), "\x00")
+	if err := os.WriteFile(filepath.Join(dir, "pids", name+".cmdline"), []byte(cmdline), 0o644); err != nil {
+		return nil, err
+	}
 	return func() error {
 		select {
 		case <-exited:
@@ -144,26 +149,37 @@ func alive(pid int, bin string) bool {
 	return true
 }
 
-// Restart stops the named process and starts it again with the same command
-// line, as an operator restarting a crashed server would.
+// Restart stops the named process, if it runs, and starts it again with the
+// same command line, as an operator restarting a server would.
 func Restart(env *Env, name string) error {
+	cmdline, err := os.ReadFile(filepath.Join(env.Dir, "pids", name+".cmdline"))
+	if err != nil {
+		return fmt.Errorf("%s was not started here: %w", name, err)
+	}
+	if err := stopOne(filepath.Join(env.Dir, "pids", name+".pid")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	_, err = startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
+	return err
+}
+
+// Kill ends the named process with SIGKILL, as a crash would, and waits
+// until it is gone. Restart brings it back.
+func Kill(env *Env, name string) error {
 	pidFile := filepath.Join(env.Dir, "pids", name+".pid")
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
 		return err
 	}
-	pid, err := strconv.Atoi(strings.SplitN(string(data), "\n", 2)[0])
+	fields := strings.SplitN(strings.TrimSpace(string(data)), "\n", 2)
+	pid, err := strconv.Atoi(fields[0])
 	if err != nil {
 		return fmt.Errorf("%s: %w", pidFile, err)
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return fmt.Errorf("%s is not running: %w", name, err)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing %s: %w", name, err)
 	}
-	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-	if err := stopOne(pidFile); err != nil {
-		return err
-	}
-	_, err = startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
-	return err
+	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return !alive(pid, fields[len(fields)-1]), nil })
 }

@@ -1,0 +1,328 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// mirrorFixture is one GitTarget mirroring a fresh namespace into a fresh
+// repository, with a short commit window.
+type mirrorFixture struct {
+	t      *testing.T
+	ns     string
+	url    string
+	bare   string
+	target string
+}
+
+const mirrorPath = "mirror"
+
+func newMirror(t *testing.T, rules string, extraSpec string) *mirrorFixture {
+	t.Helper()
+	ns := namespace(t, "mirror")
+	name := uniqueName("repo")
+	bare, err := gitserver.CreateRepo(env.GitRoot, name)
+	require.NoError(t, err)
+	f := &mirrorFixture{t: t, ns: ns, url: env.GitBaseURL + "/" + name + ".git", bare: bare, target: "site"}
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: local}
+spec: {inCluster: true}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: %[1]s}
+spec: {url: %[2]q}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: site, namespace: %[1]s}
+spec:
+  kubeProviderRef: {name: local}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: %[3]s
+  commit: {window: {silence: 200ms, maxAge: 5s}}
+%[4]s
+---
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: rules, namespace: %[1]s}
+spec:
+  gitTargetRef: {name: site}
+  rules:
+%[5]s
+`, ns, f.url, mirrorPath, extraSpec, rules), "apply", "--server-side", "-f", "-")
+	f.waitReady()
+	return f
+}
+
+func (f *mirrorFixture) gitTarget() v1.GitTarget {
+	var gt v1.GitTarget
+	getJSON(f.t, admin, &gt, "gittarget", "-n", f.ns, f.target)
+	return gt
+}
+
+func (f *mirrorFixture) waitReady() {
+	f.t.Helper()
+	eventually(f.t, 60*time.Second, "GitTarget Ready", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "gittarget", "-n", f.ns, f.target, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return strings.TrimSpace(out) == "True", err
+	})
+}
+
+// file reads a file of the remote main branch; "" when absent.
+func (f *mirrorFixture) file(p string) string {
+	out, err := exec.Command("git", "-C", f.bare, "show", "main:"+p).Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+func (f *mirrorFixture) files() []string {
+	out, err := exec.Command("git", "-C", f.bare, "ls-tree", "-r", "--name-only", "main").Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+func (f *mirrorFixture) subjects() []string {
+	out, err := exec.Command("git", "-C", f.bare, "log", "--format=%s", "main").Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+func (f *mirrorFixture) waitFile(p string, want func(string) bool, what string) {
+	f.t.Helper()
+	eventually(f.t, 30*time.Second, what, func() (bool, error) { return want(f.file(p)), nil })
+}
+
+// barrier makes an edit and waits for its commit: every change the worker
+// received before it has been committed by then.
+func (f *mirrorFixture) barrier() {
+	f.t.Helper()
+	marker := uniqueName("barrier")
+	kubectlOK(f.t, admin, "", "create", "configmap", "-n", f.ns, marker, "--from-literal=at=now")
+	f.waitFile(f.cmPath(marker), func(s string) bool { return s != "" }, "barrier "+marker+" committed")
+}
+
+func (f *mirrorFixture) cmPath(name string) string {
+	return filepath.Join(mirrorPath, f.ns, "configmaps", name+".yaml")
+}
+
+const configMapRule = `  - apiGroups: [""]
+    resources: [configmaps, secrets]
+  - apiGroups: [apps]
+    resources: [deployments]`
+
+func TestMirrorConfigMapLifecycle(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	p := f.cmPath("app")
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=color=blue")
+	f.waitFile(p, func(s string) bool { return s != "" }, "create written")
+	assert.Equal(t, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: %s\ndata:\n  color: blue\n", f.ns), f.file(p))
+
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", f.ns, "app", "--type=merge", "-p", `{"data":{"color":"green"}}`)
+	f.waitFile(p, func(s string) bool { return strings.Contains(s, "color: green") }, "update written")
+	assert.Equal(t, "Reverser: update ConfigMap "+f.ns+"/app", f.subjects()[0])
+
+	kubectlOK(t, alice, "", "delete", "configmap", "-n", f.ns, "app")
+	f.waitFile(p, func(s string) bool { return s == "" }, "delete written")
+	assert.Equal(t, "Reverser: delete ConfigMap "+f.ns+"/app", f.subjects()[0])
+
+	// The cluster's own ConfigMap never appears, nor does a Secret.
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "password", "--from-literal=p=hunter2")
+	f.barrier()
+	for _, file := range f.files() {
+		assert.NotContains(t, file, "kube-root-ca.crt")
+		assert.NotContains(t, file, "secrets/")
+	}
+	gt := f.gitTarget()
+	require.NotNil(t, gt.Status.LastCommit)
+	require.NotNil(t, gt.Status.LastPush)
+	assert.Equal(t, v1.StreamCounts{Desired: 3, Running: 3}, gt.Status.Streams)
+	assert.Contains(t, conditionMessage(gt.Status.Conditions, v1.ConditionStreamsRunning), "Secrets are not written")
+}
+
+func conditionMessage(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func TestMirrorIgnoresStatusChurn(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: example.invalid/web:1}]
+`, f.ns), "apply", "--server-side", "-f", "-")
+	p := filepath.Join(mirrorPath, f.ns, "apps", "deployments", "web.yaml")
+	f.waitFile(p, func(s string) bool { return s != "" }, "deployment written")
+	// kube-controller-manager now writes the Deployment's status, more than once.
+	eventually(t, 60*time.Second, "the deployment controller writes status", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "deployment", "-n", f.ns, "web", "-o", "jsonpath={.status.observedGeneration}")
+		return strings.TrimSpace(out) == "1", err
+	})
+	f.barrier()
+	deploymentCommits := 0
+	for _, s := range f.subjects() {
+		if strings.Contains(s, "Deployment") {
+			deploymentCommits++
+		}
+	}
+	assert.Equal(t, 1, deploymentCommits, "status updates commit nothing: %v", f.subjects())
+	assert.NotContains(t, f.file(p), "status:")
+	assert.NotContains(t, f.file(p), "resourceVersion")
+}
+
+func TestMirrorClusterScoped(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	role := uniqueName("e2e-viewer")
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: ClusterWatchRule
+metadata: {name: %[1]s}
+spec:
+  gitTargetRef: {namespace: %[2]s, name: site}
+  rules:
+  - apiGroups: [rbac.authorization.k8s.io]
+    resources: [clusterroles]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: %[1]s}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
+`, role, f.ns), "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "clusterwatchrule,clusterrole", role) })
+	p := filepath.Join(mirrorPath, "_cluster", "rbac.authorization.k8s.io", "clusterroles", role+".yaml")
+	f.waitFile(p, func(s string) bool { return strings.Contains(s, "kind: ClusterRole") }, "cluster-scoped object under _cluster")
+}
+
+// TestMirrorKeepsForeignCommits: a commit pushed by somebody else meanwhile
+// is kept, and Reverser's commits land on top of it.
+func TestMirrorKeepsForeignCommits(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "first", "--from-literal=a=1")
+	f.waitFile(f.cmPath("first"), func(s string) bool { return s != "" }, "first written")
+
+	work := t.TempDir()
+	git(t, work, "clone", "--quiet", f.url, "w")
+	clone := filepath.Join(work, "w")
+	require.NoError(t, os.WriteFile(filepath.Join(clone, "README.md"), []byte("Written by hand\n"), 0o644))
+	git(t, clone, "add", ".")
+	git(t, clone, "commit", "--quiet", "-m", "A foreign commit")
+	git(t, clone, "push", "--quiet", "origin", "main")
+
+	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "second", "--from-literal=b=2")
+	f.waitFile(f.cmPath("second"), func(s string) bool { return s != "" }, "second written on top of the foreign commit")
+	assert.Equal(t, "Written by hand\n", f.file("README.md"))
+	assert.Contains(t, f.subjects(), "A foreign commit")
+}
+
+// TestMirrorRecoversFromAKilledController: SIGKILL during a burst, deletes
+// while it is down; after a restart Git equals the cluster.
+func TestMirrorRecoversFromAKilledController(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	for i := range 5 {
+		kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, fmt.Sprintf("keep-%d", i), "--from-literal=i=x")
+	}
+	f.waitFile(f.cmPath("keep-4"), func(s string) bool { return s != "" }, "initial objects written")
+
+	// A burst, and the controller dies in the middle of it.
+	for i := range 10 {
+		kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, fmt.Sprintf("burst-%d", i), "--from-literal=i=x")
+	}
+	require.NoError(t, controlplane.Kill(env, "reverser-controller"))
+	kubectlOK(t, admin, "", "delete", "configmap", "-n", f.ns, "keep-0", "keep-1")
+	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "while-down", "--from-literal=i=x")
+	require.NoError(t, controlplane.Restart(env, "reverser-controller"))
+
+	want := func() []string {
+		out := kubectlOK(t, admin, "", "get", "configmaps", "-n", f.ns, "-o", "name")
+		var names []string
+		for _, n := range strings.Fields(out) {
+			name := strings.TrimPrefix(n, "configmap/")
+			if name != "kube-root-ca.crt" {
+				names = append(names, f.cmPath(name))
+			}
+		}
+		return names
+	}
+	eventually(t, 60*time.Second, "Git equals the cluster after the restart", func() (bool, error) {
+		var got []string
+		for _, file := range f.files() {
+			if strings.HasPrefix(file, filepath.Join(mirrorPath, f.ns, "configmaps")+"/") {
+				got = append(got, file)
+			}
+		}
+		return assert.ObjectsAreEqual(slices.Sorted(slices.Values(want())), slices.Sorted(slices.Values(got))), nil
+	})
+}
+
+// TestMirrorPicksUpACRDInstalledLater: a rule naming a type nobody serves is
+// reported, and mirrored once its CRD is installed.
+func TestMirrorPicksUpACRDInstalledLater(t *testing.T) {
+	group := uniqueName("e2e") + ".example.com"
+	f := newMirror(t, configMapRule+fmt.Sprintf(`
+  - apiGroups: [%s]
+    resources: [widgets]`, group), "")
+	eventually(t, 30*time.Second, "the WatchRule reports the unknown type", func() (bool, error) {
+		var wr v1.WatchRule
+		getJSON(t, admin, &wr, "watchrule", "-n", f.ns, "rules")
+		return len(wr.Status.Unresolved) == 1 && strings.Contains(wr.Status.Unresolved[0], group), nil
+	})
+	crd := fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.%[1]s}
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`, group)
+	kubectlOK(t, admin, crd, "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "crd", "widgets."+group) })
+	eventually(t, 30*time.Second, "the CRD is served", func() (bool, error) {
+		_, err := kubectl(admin, "", "get", "widgets."+group, "-n", f.ns)
+		return err == nil, nil
+	})
+	kubectlOK(t, admin, fmt.Sprintf("apiVersion: %s/v1\nkind: Widget\nmetadata: {name: w1, namespace: %s}\nspec: {size: 3}\n", group, f.ns),
+		"apply", "--server-side", "-f", "-")
+	p := filepath.Join(mirrorPath, f.ns, group, "widgets", "w1.yaml")
+	// Rules are resolved again on every resync (30s).
+	eventually(t, 90*time.Second, "the widget is mirrored", func() (bool, error) { return strings.Contains(f.file(p), "size: 3"), nil })
+}
