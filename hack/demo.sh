@@ -31,6 +31,27 @@ say "The example configuration (artifacts/examples/demo.yaml), applied by admin"
 sed "s|\${GIT_BASE_URL}|${GIT_BASE_URL}|g" artifacts/examples/demo.yaml | kubectl apply --server-side -f -
 show kubectl get gitproviders,gittargets,watchrules -n demo
 
+# wait_for DESCRIPTION COMMAND...: polls COMMAND for up to 30 seconds.
+wait_for() {
+  local what=$1; shift
+  for _ in $(seq 150); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "timed out waiting for ${what}" >&2; return 1
+}
+repo="${GIT_ROOT}/demo.git"
+doc=clusters/demo/demo/configmaps/site-config.yaml
+
+say "alice creates a ConfigMap; reverser-controller commits it to Git"
+show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo create configmap site-config --from-literal=greeting=hello
+wait_for "the commit" git -C "${repo}" cat-file -e "main:${doc}"
+show git -C "${repo}" log --format='%h %an <%ae> | %s' main
+show git -C "${repo}" show "main:${doc}"
+
+say "She edits it; the change is one more commit (status and runtime fields never reach Git)"
+show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo patch configmap site-config --type merge -p '{"data":{"greeting":"hello, world"}}'
+wait_for "the second commit" sh -c "git -C '${repo}' show 'main:${doc}' | grep -q 'hello, world'"
+show git -C "${repo}" log -1 -p --format='%h %an | %s' main
+show kubectl get gittarget site -n demo -o wide
+
 say "alice (ClusterRole reverser-saver) saves the GitTarget; her identity is stamped by the server"
 cat <<YAML | kubectl --kubeconfig "${KUBECONFIG_ALICE}" create -f -
 apiVersion: reverser.dev/v1alpha1
@@ -70,5 +91,7 @@ The control plane is still running (state and logs in ${LOCAL_DIR}).
   kubectl --kubeconfig "\$KUBECONFIG_BOB" auth can-i save gittargets -n demo
   docs/api.md, docs/configuration.md           # the API and the server flags
   make down                                    # stop everything
-Mirroring edits into commits arrives with reverser-controller.
+  git clone ${GIT_BASE_URL}/demo.git            # the mirror, as any Git client sees it
+  curl -s ${REVERSER_METRICS_URL} | grep ^reverser_   # the controller's metrics
+Commits are authored by the configured committer for now; per-person authors come with audit attribution.
 TEXT
