@@ -10,7 +10,7 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
-.PHONY: all build tools test unit integration e2e control-plane up down demo verify fmt vet lint codegen verify-codegen clean
+.PHONY: all build tools test unit integration e2e bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
 
 all: build
 
@@ -39,6 +39,10 @@ control-plane:
 ## test: unit, integration and end-to-end tests.
 test: control-plane
 	$(GO) test -count=1 -timeout 30m ./...
+
+## bench: P1 snapshot and P2 edit latency against floors measured in the same run.
+bench: control-plane
+	$(GO) test -tags bench -count=1 -timeout 45m -v -run TestBench ./test/bench/
 
 e2e: control-plane
 	$(GO) test -count=1 -timeout 30m -v ./test/e2e/...

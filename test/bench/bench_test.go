@@ -1,0 +1,269 @@
+//go:build bench
+
+// Package bench measures the mirror on the real control plane and prints
+// each figure next to a floor measured in the same run, as a ratio:
+//
+//	P1  snapshot of N ConfigMaps until pushed   vs  git CLI add+commit+push of the same files
+//	P2  one edit until its commit is pushed     vs  a bare client-go watch seeing the edit
+//
+// Run with `make bench`; REVERSER_BENCH_CONFIGMAPS (default 10000) and
+// REVERSER_BENCH_EDITS (default 60) size it. No assertion is timed: the
+// figures are printed for people and CI logs.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func TestBench(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	cpBin := run(t, root, "bash", "hack/build-control-plane.sh")
+	bin := filepath.Join(root, "_output", "bench", "bin")
+	for name, pkg := range map[string]string{
+		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
+	} {
+		run(t, root, "go", "build", "-o", filepath.Join(bin, name), pkg)
+	}
+	env, err := controlplane.Up(ctx, controlplane.Options{Dir: filepath.Join(root, "_output", "bench", "local"), ControlPlaneBin: cpBin, ReverserBin: bin})
+	require.NoError(t, err)
+	defer func() { _ = controlplane.Down(env.Dir) }()
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
+	require.NoError(t, err)
+	cfg.QPS, cfg.Burst = 2000, 2000
+	kube := kubernetes.NewForConfigOrDie(cfg)
+
+	t.Run("P1-snapshot", func(t *testing.T) { snapshot(ctx, t, env, kube, envInt("REVERSER_BENCH_CONFIGMAPS", 10000)) })
+	t.Run("P2-edit-latency", func(t *testing.T) { editLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_EDITS", 60)) })
+}
+
+func run(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=Bench", "GIT_AUTHOR_EMAIL=b@example.com",
+		"GIT_COMMITTER_NAME=Bench", "GIT_COMMITTER_EMAIL=b@example.com")
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s %s", name, strings.Join(args, " "))
+	return strings.TrimSpace(string(out))
+}
+
+func apply(t *testing.T, env *controlplane.Env, yaml string) {
+	t.Helper()
+	cmd := exec.Command("kubectl", "--kubeconfig", env.KubeconfigAdmin, "apply", "--server-side", "-f", "-")
+	cmd.Stdin = strings.NewReader(yaml)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
+
+func target(ns, url, silence string, rules string) string {
+	return fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: local}
+spec: {inCluster: true}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: %[1]s}
+spec: {url: %[2]q}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: site, namespace: %[1]s}
+spec:
+  kubeProviderRef: {name: local}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: mirror
+  commit: {window: {silence: %[3]s, maxAge: 10m}}
+%[4]s`, ns, url, silence, rules)
+}
+
+func fileCount(bare string) int {
+	out, err := exec.Command("git", "-C", bare, "ls-tree", "-r", "--name-only", "main").Output()
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(out), "\n")
+}
+
+// peakRSS reads a process's high-water resident set size.
+func peakRSS(env *controlplane.Env, name string) string {
+	data, err := os.ReadFile(filepath.Join(env.Dir, "pids", name+".pid"))
+	if err != nil {
+		return "?"
+	}
+	pid := strings.SplitN(string(data), "\n", 2)[0]
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
+		}
+	}
+	return "?"
+}
+
+func snapshot(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, n int) {
+	const namespaces = 100
+	perNS := (n + namespaces - 1) / namespaces
+	t.Logf("creating %d ConfigMaps in %d namespaces", perNS*namespaces, namespaces)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	errs := make(chan error, 1)
+	for i := range namespaces {
+		ns := fmt.Sprintf("bench-%03d", i)
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for j := range perNS {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%04d", j), Namespace: ns,
+					Labels: map[string]string{"app": "bench"}}, Data: map[string]string{"key": strings.Repeat("v", 200), "index": strconv.Itoa(j)}}
+				if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("creating ConfigMaps: %v", err)
+	default:
+	}
+
+	bare, err := gitserver.CreateRepo(env.GitRoot, "p1")
+	require.NoError(t, err)
+	var rules strings.Builder
+	for i := range namespaces {
+		fmt.Fprintf(&rules, "---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: ns-%03d, namespace: p1}\n"+
+			"spec:\n  gitTargetRef: {name: site}\n  sourceNamespace: bench-%03d\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n", i, i)
+	}
+	want := perNS * namespaces
+	start := time.Now()
+	apply(t, env, target("p1", env.GitBaseURL+"/p1.git", "1s", rules.String()))
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
+		return fileCount(bare) >= want, nil
+	})
+	require.NoError(t, err, "the snapshot was not pushed")
+	elapsed := time.Since(start)
+	rss := peakRSS(env, "reverser-controller")
+
+	// Floor: the git CLI committing and pushing the same files to the same server.
+	work := t.TempDir()
+	run(t, work, "git", "clone", "--quiet", env.GitBaseURL+"/p1.git", "src")
+	_, err = gitserver.CreateRepo(env.GitRoot, "p1-floor")
+	require.NoError(t, err)
+	floorDir := filepath.Join(work, "floor")
+	require.NoError(t, os.Rename(filepath.Join(work, "src", "mirror"), filepath.Join(work, "mirror")))
+	require.NoError(t, os.MkdirAll(floorDir, 0o755))
+	require.NoError(t, os.Rename(filepath.Join(work, "mirror"), filepath.Join(floorDir, "mirror")))
+	floorStart := time.Now()
+	run(t, floorDir, "git", "init", "--quiet", "--initial-branch=main")
+	run(t, floorDir, "git", "add", "-A")
+	run(t, floorDir, "git", "commit", "--quiet", "-m", "snapshot")
+	run(t, floorDir, "git", "push", "--quiet", env.GitBaseURL+"/p1-floor.git", "main")
+	floor := time.Since(floorStart)
+
+	fmt.Printf("P1 snapshot: %d ConfigMaps in %d namespaces pushed in %.2fs; git CLI floor %.2fs; ratio %.1fx; controller peak RSS %s\n",
+		want, namespaces, elapsed.Seconds(), floor.Seconds(), elapsed.Seconds()/floor.Seconds(), rss)
+}
+
+func editLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, edits int) {
+	bare, err := gitserver.CreateRepo(env.GitRoot, "p2")
+	require.NoError(t, err)
+	apply(t, env, target("p2", env.GitBaseURL+"/p2.git", "0s",
+		"---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: cms, namespace: p2}\n"+
+			"spec:\n  gitTargetRef: {name: site}\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n"))
+	_, err = kube.CoreV1().ConfigMaps("p2").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "edited"},
+		Data: map[string]string{"n": "0"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	refFile := filepath.Join(bare, "refs", "heads", "main")
+	head := func() string { b, _ := os.ReadFile(refFile); return strings.TrimSpace(string(b)) }
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true,
+		func(context.Context) (bool, error) { return head() != "", nil }))
+
+	w, err := kube.CoreV1().ConfigMaps("p2").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=edited"})
+	require.NoError(t, err)
+	defer w.Stop()
+	drain := func() {
+		for {
+			select {
+			case <-w.ResultChan():
+			default:
+				return
+			}
+		}
+	}
+	var pushed, watched []time.Duration
+	for i := 1; i <= edits; i++ {
+		drain()
+		before := head()
+		patch := fmt.Sprintf(`{"data":{"n":"%d"}}`, i)
+		start := time.Now()
+		_, err := kube.CoreV1().ConfigMaps("p2").Patch(ctx, "edited", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Modified && ev.Object.(*corev1.ConfigMap).Data["n"] == strconv.Itoa(i) {
+				watched = append(watched, time.Since(start))
+				break
+			}
+		}
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true,
+			func(context.Context) (bool, error) { return head() != before, nil }))
+		pushed = append(pushed, time.Since(start))
+	}
+	p := func(d []time.Duration, q float64) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	fmt.Printf("P2 edit→push (silence 0, %d edits): p50 %v p99 %v; client-go watch floor p50 %v p99 %v; ratio p50 %.1fx p99 %.1fx\n",
+		edits, p(pushed, 0.5).Round(time.Millisecond), p(pushed, 0.99).Round(time.Millisecond),
+		p(watched, 0.5).Round(time.Millisecond), p(watched, 0.99).Round(time.Millisecond),
+		float64(p(pushed, 0.5))/float64(p(watched, 0.5)), float64(p(pushed, 0.99))/float64(p(watched, 0.99)))
+}
