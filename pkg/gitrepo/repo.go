@@ -62,6 +62,9 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 	return &Repo{repo: r, url: url, branch: branch, auth: auth}, nil
 }
 
+// SetAuth replaces the credentials used for the remote.
+func (r *Repo) SetAuth(auth transport.AuthMethod) { r.auth = auth }
+
 // URL is the remote's address.
 func (r *Repo) URL() string { return r.url }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/gitrepo"
@@ -118,6 +119,14 @@ func (w *Worker) SetTarget(ctx context.Context, t Target) {
 			return
 		}
 		w.targets[t.Key] = &target{cfg: t, desired: map[string]doc{}}
+	})
+}
+
+// SetAuth replaces the credentials of the remote, after a Secret rotation.
+func (w *Worker) SetAuth(ctx context.Context, auth transport.AuthMethod) {
+	w.do(ctx, func() {
+		w.repo.SetAuth(auth)
+		w.retryAt = time.Time{} // try the new credentials at once
 	})
 }
 

@@ -223,7 +223,9 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		"--kubeconfig="+env.KubeconfigCtrl, "--data-dir="+filepath.Join(dir, "controller"),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
-		"--leader-elect=false")
+		"--leader-elect=false",
+		// Rotations and late CRDs show within seconds on a development cluster.
+		"--resync=10s")
 	if err != nil {
 		return nil, err
 	}

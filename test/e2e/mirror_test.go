@@ -34,11 +34,24 @@ const mirrorPath = "mirror"
 
 func newMirror(t *testing.T, rules string, extraSpec string) *mirrorFixture {
 	t.Helper()
+	f := newMirrorWith(t, rules, extraSpec, "", false)
+	f.waitReady()
+	return f
+}
+
+// newMirrorWith applies a mirror whose GitProvider may use the Git server's
+// password-protected path, with providerSpec added to the GitProvider's spec.
+func newMirrorWith(t *testing.T, rules, extraSpec, providerSpec string, private bool) *mirrorFixture {
+	t.Helper()
 	ns := namespace(t, "mirror")
 	name := uniqueName("repo")
 	bare, err := gitserver.CreateRepo(env.GitRoot, name)
 	require.NoError(t, err)
 	f := &mirrorFixture{t: t, ns: ns, url: env.GitBaseURL + "/" + name + ".git", bare: bare, target: "site"}
+	url := f.url
+	if private {
+		url = strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
+	}
 	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
 metadata: {name: local}
@@ -47,7 +60,9 @@ spec: {inCluster: true}
 apiVersion: reverser.dev/v1alpha1
 kind: GitProvider
 metadata: {name: repo, namespace: %[1]s}
-spec: {url: %[2]q}
+spec:
+  url: %[2]q
+%[6]s
 ---
 apiVersion: reverser.dev/v1alpha1
 kind: GitTarget
@@ -67,8 +82,7 @@ spec:
   gitTargetRef: {name: site}
   rules:
 %[5]s
-`, ns, f.url, mirrorPath, extraSpec, rules), "apply", "--server-side", "-f", "-")
-	f.waitReady()
+`, ns, url, mirrorPath, extraSpec, rules, providerSpec), "apply", "--server-side", "-f", "-")
 	return f
 }
 
@@ -201,6 +215,12 @@ spec:
 	assert.Equal(t, 1, deploymentCommits, "status updates commit nothing: %v", f.subjects())
 	assert.NotContains(t, f.file(p), "status:")
 	assert.NotContains(t, f.file(p), "resourceVersion")
+
+	kubectlOK(t, admin, "", "scale", "deployment", "-n", f.ns, "web", "--replicas=3")
+	f.waitFile(p, func(s string) bool { return strings.Contains(s, "replicas: 3") }, "scale written")
+	assert.Equal(t, "Reverser: update Deployment "+f.ns+"/web", f.subjects()[0])
+	kubectlOK(t, admin, "", "delete", "deployment", "-n", f.ns, "web")
+	f.waitFile(p, func(s string) bool { return s == "" }, "delete written")
 }
 
 func TestMirrorClusterScoped(t *testing.T) {
@@ -325,4 +345,33 @@ spec:
 	p := filepath.Join(mirrorPath, f.ns, group, "widgets", "w1.yaml")
 	// Rules are resolved again on every resync (30s).
 	eventually(t, 90*time.Second, "the widget is mirrored", func() (bool, error) { return strings.Contains(f.file(p), "size: 3"), nil })
+}
+
+// TestMirrorGitCredentials: a refused password shows in GitReachable with
+// the remote's answer; rotating the Secret recovers without a restart.
+func TestMirrorGitCredentials(t *testing.T) {
+	user := uniqueName("robot")
+	creds, err := os.OpenFile(filepath.Join(env.GitRoot, gitserver.CredentialsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(creds, "%s:right-password\n", user)
+	require.NoError(t, err)
+	require.NoError(t, creds.Close())
+
+	f := newMirrorWith(t, configMapRule, "", "  secretRef: {name: git-credentials}", true)
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials",
+		"--from-literal=username="+user, "--from-literal=password=wrong-password")
+	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=a=1")
+	eventually(t, 60*time.Second, "GitReachable is False with the remote's answer", func() (bool, error) {
+		gt := f.gitTarget()
+		c := meta.FindStatusCondition(gt.Status.Conditions, v1.ConditionGitReachable)
+		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "authentication"), nil
+	})
+	assert.Empty(t, f.files(), "nothing was pushed with a wrong password")
+
+	out := kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials", "--dry-run=client", "-o", "yaml",
+		"--from-literal=username="+user, "--from-literal=password=right-password")
+	kubectlOK(t, admin, out, "apply", "-f", "-")
+	// The rotation is seen on the next reconcile (at most --resync later).
+	f.waitFile(f.cmPath("app"), func(s string) bool { return s != "" }, "pushed once the Secret holds the right password")
+	f.waitReady()
 }

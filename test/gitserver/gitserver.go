@@ -17,6 +17,14 @@ import (
 // PathPrefix is where repositories are served: http://host:port/git/<name>.git.
 const PathPrefix = "/git"
 
+// PrivatePrefix serves the same repositories behind HTTP basic
+// authentication, checked against the user:password lines of
+// <root>/.credentials (read on every request, so tests can rotate them).
+const PrivatePrefix = "/private"
+
+// CredentialsFile is where PrivatePrefix's users are listed.
+const CredentialsFile = ".credentials"
+
 // Handler serves the bare repositories under root.
 func Handler(root string) (http.Handler, error) {
 	out, err := exec.Command("git", "--exec-path").Output()
@@ -28,12 +36,32 @@ func Handler(root string) (http.Handler, error) {
 		return nil, fmt.Errorf("git http-backend not found: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(PathPrefix+"/", &cgi.Handler{
-		Path: backend,
-		Root: PathPrefix,
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
-	})
+	env := []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}
+	mux.Handle(PathPrefix+"/", &cgi.Handler{Path: backend, Root: PathPrefix, Env: env})
+	private := &cgi.Handler{Path: backend, Root: PrivatePrefix, Env: env}
+	mux.Handle(PrivatePrefix+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if !ok || !allowed(filepath.Join(root, CredentialsFile), user, pass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="reverser-gitserver"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		private.ServeHTTP(w, r)
+	}))
 	return mux, nil
+}
+
+func allowed(file, user, pass string) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if u, p, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && u == user && p == pass {
+			return true
+		}
+	}
+	return false
 }
 
 // CreateRepo creates the bare repository <root>/<name>.git with default

@@ -52,3 +52,22 @@ func TestPushAndClone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a: 1\n", string(data))
 }
+
+func TestPrivateNeedsCredentials(t *testing.T) {
+	root := t.TempDir()
+	_, err := CreateRepo(root, "secret")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, CredentialsFile), []byte("robot:s3cret\n"), 0o600))
+	h, err := Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	work := t.TempDir()
+	cmd := exec.Command("git", "ls-remote", "http://robot:wrong@"+host+PrivatePrefix+"/secret.git")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "HOME="+work)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "a wrong password is refused: %s", out)
+	git(t, work, "ls-remote", "http://robot:s3cret@"+host+PrivatePrefix+"/secret.git")
+}

@@ -64,7 +64,7 @@ type Controller struct {
 
 	mu      sync.Mutex
 	ctx     context.Context
-	workers map[string]*worker.Worker // by repository URL and branch
+	workers map[string]*runningWorker // by repository URL and branch
 	mirrors map[string]*mirrorState   // by GitTarget namespace/name
 	sources map[string]*source        // by KubeProvider name
 	reports map[string]*report        // what workers said, by GitTarget
@@ -73,13 +73,19 @@ type Controller struct {
 type mirrorState struct {
 	workerKey string
 	path      string
+	sourceFP  string // streams restart when the source's credentials change
 	streams   map[watch.Scope]*watch.Stream
 }
 
 type source struct {
-	generation int64
-	dynamic    dynamic.Interface
-	discovery  discovery.DiscoveryInterface
+	fingerprint string
+	dynamic     dynamic.Interface
+	discovery   discovery.DiscoveryInterface
+}
+
+type runningWorker struct {
+	*worker.Worker
+	authFP string
 }
 
 type report struct {
@@ -100,7 +106,7 @@ func New(cfg Config) *Controller {
 		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
-		workers: map[string]*worker.Worker{}, mirrors: map[string]*mirrorState{},
+		workers: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
 		sources: map[string]*source{}, reports: map[string]*report{},
 	}
 	enqueueTarget := handler(func(obj any) {
@@ -278,12 +284,13 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.mirrors[key]
-	if m != nil && (m.workerKey != workerKey(gp.Spec.URL, gt.Spec.Branch) || m.path != gt.Spec.Path) {
+	if m != nil && (m.workerKey != workerKey(gp.Spec.URL, gt.Spec.Branch) || m.path != gt.Spec.Path || m.sourceFP != src.fingerprint) {
 		c.teardownLocked(key)
 		m = nil
 	}
 	if m == nil {
-		m = &mirrorState{workerKey: workerKey(gp.Spec.URL, gt.Spec.Branch), path: gt.Spec.Path, streams: map[watch.Scope]*watch.Stream{}}
+		m = &mirrorState{workerKey: workerKey(gp.Spec.URL, gt.Spec.Branch), path: gt.Spec.Path, sourceFP: src.fingerprint,
+			streams: map[watch.Scope]*watch.Stream{}}
 		c.mirrors[key] = m
 	}
 	for scope, s := range m.streams {
@@ -373,18 +380,19 @@ func consumerAllowed(kp *v1.KubeProvider, ns string) bool {
 	}
 }
 
-// source returns clients for a KubeProvider's cluster, rebuilt when the
-// provider changes.
+// source returns clients for a KubeProvider's cluster, rebuilt when its
+// kubeconfig Secret is rotated (seen on the next reconcile, at most --resync
+// later).
 func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, error) {
+	cfg, fp, err := c.sourceConfig(ctx, kp)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	s, ok := c.sources[kp.Name]
 	c.mu.Unlock()
-	if ok && s.generation == kp.Generation {
+	if ok && s.fingerprint == fp {
 		return s, nil
-	}
-	cfg, err := c.sourceConfig(ctx, kp)
-	if err != nil {
-		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -394,7 +402,7 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 	if err != nil {
 		return nil, err
 	}
-	s = &source{generation: kp.Generation, dynamic: dyn, discovery: disc}
+	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc}
 	c.mu.Lock()
 	c.sources[kp.Name] = s
 	c.mu.Unlock()
@@ -403,18 +411,26 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 
 func workerKey(url, branch string) string { return url + "\x00" + branch }
 
-// worker returns the branch worker of a GitProvider's branch, starting it.
+// worker returns the branch worker of a GitProvider's branch, starting it,
+// and hands it rotated credentials.
 func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string) (*worker.Worker, error) {
 	key := workerKey(gp.Spec.URL, branch)
-	c.mu.Lock()
-	w, ok := c.workers[key]
-	c.mu.Unlock()
-	if ok {
-		return w, nil
-	}
-	auth, err := c.gitAuth(ctx, gp)
+	auth, authFP, err := c.gitAuth(ctx, gp)
 	if err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	w, ok := c.workers[key]
+	rotated := ok && w.authFP != authFP
+	if rotated {
+		w.authFP = authFP
+	}
+	c.mu.Unlock()
+	if ok {
+		if rotated {
+			w.SetAuth(ctx, auth)
+		}
+		return w.Worker, nil
 	}
 	sum := sha256.Sum256([]byte(key))
 	repo, err := gitrepo.Open(filepath.Join(c.cfg.DataDir, "repos", hex.EncodeToString(sum[:8])), gp.Spec.URL, branch, auth)
@@ -422,15 +438,15 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 		return nil, err
 	}
 	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
-	w = worker.New(repo, committer, reporter{c})
+	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}), authFP: authFP}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if existing, ok := c.workers[key]; ok {
-		return existing, nil
+		return existing.Worker, nil
 	}
 	c.workers[key] = w
 	go w.Run(c.ctx)
-	return w, nil
+	return w.Worker, nil
 }
 
 func (c *Controller) teardownLocked(key string) {

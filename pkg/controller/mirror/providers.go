@@ -2,6 +2,8 @@ package mirror
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
@@ -10,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -30,24 +33,34 @@ func problemf(reason, format string, args ...any) *problem {
 	return &problem{reason: reason, message: fmt.Sprintf(format, args...)}
 }
 
-// sourceConfig returns the REST config of a KubeProvider's cluster.
-func (c *Controller) sourceConfig(ctx context.Context, kp *v1.KubeProvider) (*rest.Config, error) {
+// sourceConfig returns the REST config of a KubeProvider's cluster and a
+// fingerprint of where it came from: a rotated kubeconfig Secret changes it.
+func (c *Controller) sourceConfig(ctx context.Context, kp *v1.KubeProvider) (*rest.Config, string, error) {
 	if kp.Spec.InCluster {
-		return rest.CopyConfig(c.cfg.Source), nil
+		return rest.CopyConfig(c.cfg.Source), "in-cluster", nil
 	}
 	ref := kp.Spec.KubeConfigSecretRef
 	if ref == nil {
-		return nil, problemf("InvalidKubeProvider", "KubeProvider %s sets neither inCluster nor kubeConfigSecretRef", kp.Name)
+		return nil, "", problemf("InvalidKubeProvider", "KubeProvider %s sets neither inCluster nor kubeConfigSecretRef", kp.Name)
 	}
 	data, err := c.secretKey(ctx, ref.Namespace, ref.Name, ref.Key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
 	if err != nil {
-		return nil, problemf("InvalidKubeconfig", "Secret %s/%s key %q is not a usable kubeconfig: %v", ref.Namespace, ref.Name, ref.Key, err)
+		return nil, "", problemf("InvalidKubeconfig", "Secret %s/%s key %q is not a usable kubeconfig: %v", ref.Namespace, ref.Name, ref.Key, err)
 	}
-	return cfg, nil
+	return cfg, fingerprint(data), nil
+}
+
+func fingerprint(parts ...[]byte) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write(p)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // secretKey reads one key of a Secret on the control cluster.
@@ -69,47 +82,56 @@ func (c *Controller) secretKey(ctx context.Context, namespace, name, key string)
 }
 
 // gitAuth builds the credentials a GitProvider's Secret holds: username and
-// password (or token) for HTTP(S), identity and known_hosts for SSH.
-func (c *Controller) gitAuth(ctx context.Context, gp *v1.GitProvider) (transport.AuthMethod, error) {
+// password (or token) for HTTP(S), identity and known_hosts for SSH. The
+// fingerprint changes when the Secret is rotated.
+func (c *Controller) gitAuth(ctx context.Context, gp *v1.GitProvider) (transport.AuthMethod, string, error) {
+	auth, s, err := c.gitAuthFrom(ctx, gp)
+	if err != nil || s == nil {
+		return auth, "", err
+	}
+	return auth, fingerprint(s.Data["username"], s.Data["password"], s.Data["identity"], s.Data["known_hosts"]), nil
+}
+
+func (c *Controller) gitAuthFrom(ctx context.Context, gp *v1.GitProvider) (transport.AuthMethod, *corev1.Secret, error) {
 	if gp.Spec.SecretRef == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	s, err := c.cfg.Kube.CoreV1().Secrets(gp.Namespace).Get(ctx, gp.Spec.SecretRef.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, problemf("SecretNotFound", "Secret %s/%s named by GitProvider %s does not exist", gp.Namespace, gp.Spec.SecretRef.Name, gp.Name)
+		return nil, nil, problemf("SecretNotFound", "Secret %s/%s named by GitProvider %s does not exist", gp.Namespace, gp.Spec.SecretRef.Name, gp.Name)
 	case err != nil:
-		return nil, fmt.Errorf("reading Secret %s/%s: %w", gp.Namespace, gp.Spec.SecretRef.Name, err)
+		return nil, nil, fmt.Errorf("reading Secret %s/%s: %w", gp.Namespace, gp.Spec.SecretRef.Name, err)
 	}
 	if id, ok := s.Data["identity"]; ok {
 		keys, err := gitssh.NewPublicKeys("git", id, string(s.Data["password"]))
 		if err != nil {
-			return nil, problemf("InvalidCredentials", "Secret %s/%s key identity is not a usable SSH private key: %v", gp.Namespace, s.Name, err)
+			return nil, nil, problemf("InvalidCredentials", "Secret %s/%s key identity is not a usable SSH private key: %v", gp.Namespace, s.Name, err)
 		}
 		hosts, ok := s.Data["known_hosts"]
 		if !ok {
-			return nil, problemf("SecretKeyMissing", "Secret %s/%s has an SSH identity but no known_hosts key", gp.Namespace, s.Name)
+			return nil, nil, problemf("SecretKeyMissing", "Secret %s/%s has an SSH identity but no known_hosts key", gp.Namespace, s.Name)
 		}
 		file := filepath.Join(c.cfg.DataDir, "known_hosts", gp.Namespace+"_"+gp.Name)
 		if err := os.MkdirAll(path.Dir(file), 0o700); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := os.WriteFile(file, hosts, 0o600); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if keys.HostKeyCallback, err = gitssh.NewKnownHostsCallback(file); err != nil {
-			return nil, problemf("InvalidCredentials", "Secret %s/%s key known_hosts cannot be read: %v", gp.Namespace, s.Name, err)
+			return nil, nil, problemf("InvalidCredentials", "Secret %s/%s key known_hosts cannot be read: %v", gp.Namespace, s.Name, err)
 		}
-		return keys, nil
+		return keys, s, nil
 	}
 	user, pass := string(s.Data["username"]), string(s.Data["password"])
 	if pass == "" {
-		return nil, problemf("SecretKeyMissing", "Secret %s/%s needs keys username and password (or identity and known_hosts for SSH)", gp.Namespace, s.Name)
+		return nil, nil, problemf("SecretKeyMissing", "Secret %s/%s needs keys username and password (or identity and known_hosts for SSH)", gp.Namespace, s.Name)
 	}
 	if user == "" {
 		user = "git" // token-only hosts accept any user name
 	}
-	return &githttp.BasicAuth{Username: user, Password: pass}, nil
+	return &githttp.BasicAuth{Username: user, Password: pass}, s, nil
 }
 
 // branchAllowed applies a GitProvider's allowedBranches.
