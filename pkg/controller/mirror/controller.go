@@ -269,6 +269,21 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 		st.git = asProblem(err, "GitUnreachable")
 		return
 	}
+	scopes, err := c.scopes(ctx, gt, kp, src)
+	if err != nil {
+		st.source = asProblem(err, "DiscoveryFailed")
+		return
+	}
+	// A mirror whose repository or source changed starts over: the old
+	// worker forgets the target (before the new one learns it, so a worker
+	// that stays the same starts from an empty state) and streams restart.
+	c.mu.Lock()
+	m := c.mirrors[key]
+	if m != nil && (m.workerKey != workerKey(gp.Spec.URL, gt.Spec.Branch) || m.path != gt.Spec.Path || m.sourceFP != src.fingerprint) {
+		c.teardownLocked(key)
+		m = nil
+	}
+	c.mu.Unlock()
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
 		Path:        gt.Spec.Path,
@@ -276,18 +291,8 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
 	})
 
-	scopes, err := c.scopes(ctx, gt, kp, src)
-	if err != nil {
-		st.source = asProblem(err, "DiscoveryFailed")
-		return
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.mirrors[key]
-	if m != nil && (m.workerKey != workerKey(gp.Spec.URL, gt.Spec.Branch) || m.path != gt.Spec.Path || m.sourceFP != src.fingerprint) {
-		c.teardownLocked(key)
-		m = nil
-	}
 	if m == nil {
 		m = &mirrorState{workerKey: workerKey(gp.Spec.URL, gt.Spec.Branch), path: gt.Spec.Path, sourceFP: src.fingerprint,
 			streams: map[watch.Scope]*watch.Stream{}}
