@@ -5,6 +5,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -23,9 +26,11 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/mirror"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	"reverser.dev/reverser/pkg/metrics"
+	"reverser.dev/reverser/pkg/pki"
 )
 
 type options struct {
@@ -33,6 +38,11 @@ type options struct {
 	leaderElect                                  bool
 	leaseNamespace, leaseName                    string
 	resync                                       time.Duration
+
+	auditAddr, auditCert, auditKey, auditClientCA string
+	auditMaxBody                                  int64
+	auditMaxFacts                                 int
+	auditTTL, grace                               time.Duration
 }
 
 func main() {
@@ -46,6 +56,17 @@ func main() {
 	flag.StringVar(&o.leaseNamespace, "leader-election-namespace", "reverser-system", "namespace of the leader election Lease")
 	flag.StringVar(&o.leaseName, "leader-election-id", "reverser-controller", "name of the leader election Lease")
 	flag.DurationVar(&o.resync, "resync", 30*time.Second, "how often every GitTarget is reconciled again (re-resolving rules against discovery)")
+	flag.StringVar(&o.auditAddr, "audit-bind-address", "127.0.0.1:9444",
+		"HTTPS address of the audit ingress, POST /audit/<kubeprovider>; empty turns it off")
+	flag.StringVar(&o.auditCert, "audit-tls-cert-file", "", "serving certificate of the audit ingress; self-signed in --data-dir when empty")
+	flag.StringVar(&o.auditKey, "audit-tls-private-key-file", "", "key of --audit-tls-cert-file")
+	flag.StringVar(&o.auditClientCA, "audit-client-ca-file", "",
+		"CA whose client certificates may authenticate audit routes that list clientCertificateCommonNames")
+	flag.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 10<<20, "largest audit EventList accepted; larger ones get 413")
+	flag.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held; the oldest are dropped first")
+	flag.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
+	flag.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
+		"how long a change waits for its audit fact before it is authored \"unknown (attribution unresolved)\"")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -70,7 +91,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync})
+	facts := attribution.NewIndex(o.auditMaxFacts, o.auditTTL)
+	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace})
+	if o.auditAddr != "" {
+		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody,
+			Routes: func(name string) (attribution.Route, bool) { return c.AuditRoute(ctx, name) }}
+		if err := serveAudit(ctx, o, ingress); err != nil {
+			return err
+		}
+	}
 
 	var leading = make(chan struct{})
 	health := http.NewServeMux()
@@ -153,5 +182,60 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 		}
 	}()
 	klog.InfoS("Serving", "address", ln.Addr().String())
+	return nil
+}
+
+// serveAudit serves the audit ingress over TLS. Without a certificate it
+// issues one from a CA kept in --data-dir/audit-pki, whose ca.crt goes into
+// kube-apiserver's audit webhook kubeconfig.
+func serveAudit(ctx context.Context, o options, h http.Handler) error {
+	certFile, keyFile := o.auditCert, o.auditKey
+	if certFile == "" {
+		dir := filepath.Join(o.dataDir, "audit-pki")
+		ca, err := pki.LoadOrCreateCA(dir, "ca")
+		if err != nil {
+			return err
+		}
+		if err := pki.EnsurePair(dir, "serving", func() ([]byte, []byte, error) {
+			return ca.IssueServing("reverser-controller", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+		}); err != nil {
+			return err
+		}
+		certFile, keyFile = filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key")
+		klog.InfoS("Audit ingress uses a self-signed certificate", "ca", filepath.Join(dir, "ca.crt"))
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("loading the audit ingress certificate: %w", err)
+	}
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.auditClientCA != "" {
+		pem, err := os.ReadFile(o.auditClientCA)
+		if err != nil {
+			return fmt.Errorf("reading --audit-client-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--audit-client-ca-file holds no certificate")
+		}
+		tlsCfg.ClientCAs, tlsCfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	ln, err := net.Listen("tcp", o.auditAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", o.auditAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(attribution.RoutePrefix, h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(tls.NewListener(ln, tlsCfg)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Serving the audit ingress")
+		}
+	}()
+	klog.InfoS("Serving the audit ingress", "address", ln.Addr().String())
 	return nil
 }

@@ -56,7 +56,38 @@ var (
 	})
 )
 
+// Attribution metrics.
+var (
+	// AuditRequests counts requests to the audit ingress.
+	AuditRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_audit_requests_total",
+		Help: "Requests to the audit ingress, by route (a KubeProvider name, or \"unknown\") and HTTP status code.",
+	}, []string{"route", "code"})
+	// AuditFacts is how many facts the index holds.
+	AuditFacts = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "reverser_audit_facts",
+		Help: "Attribution facts held in the index.",
+	})
+	// AuditFactsEvicted counts facts dropped because the index was full.
+	AuditFactsEvicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "reverser_audit_facts_evicted_total",
+		Help: "Facts dropped from the full index before their TTL (raise --audit-max-facts if this grows).",
+	})
+	// Attributions counts how changes were attributed.
+	Attributions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_attribution_total",
+		Help: "Changes attributed, by outcome: resolved (a fact named the user), unresolved (none within the grace), disabled (the provider sends no audit).",
+	}, []string{"outcome"})
+	// AttributionWait times how long changes waited for their fact.
+	AttributionWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "reverser_attribution_wait_seconds",
+		Help:    "How long a change waited for its audit fact (0 when it had arrived already).",
+		Buckets: []float64{0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5},
+	})
+)
+
 func init() {
+	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
 	Registry.MustRegister(WatchEvents, QueueDepth, Windows, Commits, Pushes, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

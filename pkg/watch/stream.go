@@ -36,11 +36,32 @@ func (s Scope) String() string {
 	return GVRString(s.GVR) + " in " + ns
 }
 
-// Sink receives a stream's documents: a branch worker.
+// Change is one observed change of an object's document.
+type Change struct {
+	// Path of the document; Content nil when the object was deleted.
+	Path    string
+	Content []byte
+	// Desc names the object for commit messages: "ConfigMap demo/app".
+	Desc string
+	// Seen is when the watch event arrived.
+	Seen time.Time
+	// The object and the resourceVersion of this change, which its audit
+	// fact is joined on.
+	GVR                              schema.GroupVersionResource
+	Namespace, Name, ResourceVersion string
+}
+
+// Sink receives a stream's changes: a branch worker.
 type Sink interface {
-	Upsert(ctx context.Context, key, path string, content []byte, desc string, seen time.Time)
-	Delete(ctx context.Context, key, path, desc string, seen time.Time)
+	Change(ctx context.Context, key string, ch Change)
 	Synced(ctx context.Context, key string, scope Scope)
+}
+
+func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstructured, content []byte) Change {
+	return Change{
+		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
+		GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
+	}
 }
 
 // Stream watches one scope for one GitTarget. Watch is the only source of
@@ -88,7 +109,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 			return
 		}
 		metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
-		sink.Upsert(ctx, key, DocumentPath(base, scope.GVR, u.GetNamespace(), u.GetName()), content, describe(u), time.Now())
+		sink.Change(ctx, key, change(scope.GVR, base, u, content))
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { upsert(obj) },
@@ -118,7 +139,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 				return
 			}
 			metrics.WatchEvents.WithLabelValues("deleted").Inc()
-			sink.Delete(ctx, key, DocumentPath(base, scope.GVR, u.GetNamespace(), u.GetName()), describe(u), time.Now())
+			sink.Change(ctx, key, change(scope.GVR, base, u, nil))
 		},
 	})
 	if err != nil {

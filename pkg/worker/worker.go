@@ -1,7 +1,9 @@
 // Package worker runs branch workers: one goroutine per (GitProvider,
 // branch) that owns the local repository and every write to that branch.
-// Changes collect in a commit window per GitTarget, each window becomes one
-// commit, and commits are pushed in batches. A rejected push fetches the
+// Each change waits for its author (from audit, for at most the attribution
+// grace, in order per object), then collects in a commit window per
+// (GitTarget, author); each window becomes one commit authored by its author,
+// and commits are pushed in batches. A rejected push fetches the
 // remote, starts again from its head and replays the cluster's state.
 package worker
 
@@ -32,6 +34,15 @@ type Target struct {
 	// PruneAlways sweeps documents the cluster does not hold after each
 	// stream's initial state; otherwise only observed deletes remove files.
 	PruneAlways bool
+	// Authors decides who made each change; nil authors everything as the
+	// committer.
+	Authors Attributor
+}
+
+// Attributor decides the author of a change. ready=false means its fact may
+// still arrive: ask again at retryAt, or when the worker's wake channel fires.
+type Attributor interface {
+	Author(ch watch.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time)
 }
 
 // Window says when a target's open changes become a commit.
@@ -53,25 +64,28 @@ type Worker struct {
 	committer gitrepo.Signature
 	reporter  Reporter
 	in        chan func()
+	wake      <-chan struct{}
 	clock     func() time.Time
 
-	ready    bool
-	head     plumbing.Hash
-	pushed   plumbing.Hash
-	index    map[string]plumbing.Hash // files of head
-	targets  map[string]*target
-	unpushed []time.Time // when the changes in unpushed commits were observed
-	// unpushedPaths are the paths unpushed commits changed, per target: a
-	// replay after a rejected push must redo their deletes too.
-	unpushedPaths map[string]map[string]string
-	retryAt       time.Time
-	backoff       time.Duration
+	ready   bool
+	head    plumbing.Hash
+	pushed  plumbing.Hash
+	index   map[string]plumbing.Hash // files of head
+	targets map[string]*target
+	// unpushed are the commits the remote has not taken yet: a rejected
+	// push replays them, authors and messages kept, on the remote's head.
+	unpushed []unpushedCommit
+	retryAt  time.Time
+	backoff  time.Duration
 }
 
 type target struct {
 	cfg     Target
 	desired map[string]doc
-	window  *window
+	windows map[gitrepo.Signature]*window
+	// pending changes wait for their author, in arrival order.
+	pending []watch.Change
+	retryAt time.Time
 	// synced are the scopes whose initial state is complete; sweep says
 	// they must be swept against the current head.
 	synced []watch.Scope
@@ -83,20 +97,29 @@ type doc struct {
 	desc    string // "ConfigMap demo/app"
 }
 
+type unpushedCommit struct {
+	target  string
+	author  gitrepo.Signature
+	message string
+	changes map[string][]byte
+	seen    time.Time
+}
+
 type window struct {
+	author                  gitrepo.Signature
 	opened, last, firstSeen time.Time
 	paths                   map[string]string // path → description
 }
 
 // New returns a worker for repo, committing as committer. Run starts it.
-func New(repo *gitrepo.Repo, committer gitrepo.Signature, reporter Reporter) *Worker {
+// wake, when not nil, fires when audit facts arrive for pending changes.
+func New(repo *gitrepo.Repo, committer gitrepo.Signature, reporter Reporter, wake <-chan struct{}) *Worker {
 	return &Worker{
-		repo: repo, committer: committer, reporter: reporter,
-		in:            make(chan func(), 4096),
-		clock:         time.Now,
-		index:         map[string]plumbing.Hash{},
-		targets:       map[string]*target{},
-		unpushedPaths: map[string]map[string]string{},
+		repo: repo, committer: committer, reporter: reporter, wake: wake,
+		in:      make(chan func(), 4096),
+		clock:   time.Now,
+		index:   map[string]plumbing.Hash{},
+		targets: map[string]*target{},
 	}
 }
 
@@ -118,7 +141,7 @@ func (w *Worker) SetTarget(ctx context.Context, t Target) {
 			cur.cfg = t
 			return
 		}
-		w.targets[t.Key] = &target{cfg: t, desired: map[string]doc{}}
+		w.targets[t.Key] = &target{cfg: t, desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{}}
 	})
 }
 
@@ -135,27 +158,13 @@ func (w *Worker) RemoveTarget(ctx context.Context, key string) {
 	w.do(ctx, func() { delete(w.targets, key) })
 }
 
-// Upsert records the current document of an object.
-func (w *Worker) Upsert(ctx context.Context, key, p string, content []byte, desc string, seen time.Time) {
+// Change records an object's new document (nil content: deleted). It waits
+// for its author before it joins a window.
+func (w *Worker) Change(ctx context.Context, key string, ch watch.Change) {
 	w.do(ctx, func() {
-		t, ok := w.targets[key]
-		if !ok {
-			return
+		if t, ok := w.targets[key]; ok {
+			t.pending = append(t.pending, ch)
 		}
-		t.desired[p] = doc{content: content, desc: desc}
-		w.touch(t, p, desc, seen)
-	})
-}
-
-// Delete records that an object is gone.
-func (w *Worker) Delete(ctx context.Context, key, p, desc string, seen time.Time) {
-	w.do(ctx, func() {
-		t, ok := w.targets[key]
-		if !ok {
-			return
-		}
-		delete(t.desired, p)
-		w.touch(t, p, desc, seen)
 	})
 }
 
@@ -186,20 +195,87 @@ func (w *Worker) sweepTarget(t *target) {
 		}
 		for _, scope := range t.synced {
 			if watch.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) {
-				w.touch(t, p, "document "+path.Base(p)+" the cluster does not hold", w.clock())
+				w.touch(t, w.committer, p, "document "+path.Base(p)+" the cluster does not hold", w.clock())
 				break
 			}
 		}
 	}
 }
 
-func (w *Worker) touch(t *target, p, desc string, seen time.Time) {
+// resolvePending hands every change whose author is known to its author's
+// window, in order; a change waiting for its author holds back the later
+// changes of the same object, not those of others.
+func (w *Worker) resolvePending(t *target) error {
 	now := w.clock()
-	if t.window == nil {
-		t.window = &window{opened: now, firstSeen: seen, paths: map[string]string{}}
+	t.retryAt = time.Time{}
+	blocked := map[string]bool{}
+	kept := t.pending[:0]
+	for i, ch := range t.pending {
+		if blocked[ch.Path] {
+			kept = append(kept, ch)
+			continue
+		}
+		author, ready := w.committer, true
+		var retryAt time.Time
+		if t.cfg.Authors != nil {
+			author, ready, retryAt = t.cfg.Authors.Author(ch, now)
+		}
+		if !ready {
+			blocked[ch.Path] = true
+			kept = append(kept, ch)
+			if t.retryAt.IsZero() || retryAt.Before(t.retryAt) {
+				t.retryAt = retryAt
+			}
+			continue
+		}
+		if err := w.apply(t, ch, author); err != nil {
+			t.pending = append(kept, t.pending[i:]...)
+			return err
+		}
 	}
-	t.window.last = now
-	t.window.paths[p] = desc
+	clear(t.pending[len(kept):])
+	t.pending = kept
+	return nil
+}
+
+// apply makes a change part of its author's window. Another author's open
+// window holding the same object commits first, so commits keep the
+// cluster's order of that object's changes.
+func (w *Worker) apply(t *target, ch watch.Change, author gitrepo.Signature) error {
+	for _, other := range sortedWindows(t) {
+		if _, holds := other.paths[ch.Path]; holds && other.author != author {
+			if err := w.commitWindow(t, other, "conflict"); err != nil {
+				return err
+			}
+		}
+	}
+	if ch.Content == nil {
+		delete(t.desired, ch.Path)
+	} else {
+		t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc}
+	}
+	w.touch(t, author, ch.Path, ch.Desc, ch.Seen)
+	return nil
+}
+
+func (w *Worker) touch(t *target, author gitrepo.Signature, p, desc string, seen time.Time) {
+	now := w.clock()
+	win, ok := t.windows[author]
+	if !ok {
+		win = &window{author: author, opened: now, firstSeen: seen, paths: map[string]string{}}
+		t.windows[author] = win
+	}
+	win.last = now
+	win.paths[p] = desc
+}
+
+func sortedWindows(t *target) []*window {
+	out := make([]*window, 0, len(t.windows))
+	for _, win := range t.windows {
+		out = append(out, win)
+	}
+	slices.SortFunc(out, func(a, b *window) int { return a.opened.Compare(b.opened) })
+	return out
 }
 
 // Run processes changes until ctx is done.
@@ -216,6 +292,7 @@ func (w *Worker) Run(ctx context.Context) {
 			metrics.QueueDepth.Dec()
 			f()
 			w.drain()
+		case <-w.wake:
 		case <-timer.C:
 		}
 		w.step(ctx)
@@ -252,21 +329,25 @@ func (w *Worker) step(ctx context.Context) {
 		if t.sweep {
 			w.sweepTarget(t)
 		}
-		if t.window == nil {
-			continue
-		}
-		reason := ""
-		switch {
-		case now.Sub(t.window.last) >= t.cfg.Window.Silence:
-			reason = "silence"
-		case now.Sub(t.window.opened) >= t.cfg.Window.MaxAge:
-			reason = "max_age"
-		default:
-			continue
-		}
-		if err := w.commitWindow(t, reason); err != nil {
+		if err := w.resolvePending(t); err != nil {
 			w.fail(fmt.Errorf("committing for %s: %w", key, err))
 			return
+		}
+		now = w.clock()
+		for _, win := range sortedWindows(t) {
+			reason := ""
+			switch {
+			case now.Sub(win.last) >= t.cfg.Window.Silence:
+				reason = "silence"
+			case now.Sub(win.opened) >= t.cfg.Window.MaxAge:
+				reason = "max_age"
+			default:
+				continue
+			}
+			if err := w.commitWindow(t, win, reason); err != nil {
+				w.fail(fmt.Errorf("committing for %s: %w", key, err))
+				return
+			}
 		}
 	}
 	if w.head != w.pushed && !now.Before(w.retryAt) {
@@ -283,9 +364,12 @@ func (w *Worker) nextWake() time.Duration {
 		}
 	}
 	for _, t := range w.targets {
-		if t.window != nil {
-			consider(t.window.last.Add(t.cfg.Window.Silence))
-			consider(t.window.opened.Add(t.cfg.Window.MaxAge))
+		for _, win := range t.windows {
+			consider(win.last.Add(t.cfg.Window.Silence))
+			consider(win.opened.Add(t.cfg.Window.MaxAge))
+		}
+		if !t.retryAt.IsZero() {
+			consider(t.retryAt)
 		}
 	}
 	if !w.ready || w.head != w.pushed {
@@ -304,9 +388,8 @@ func (w *Worker) sortedTargets() []string {
 }
 
 // commitWindow turns a closed window into a commit of what actually changed.
-func (w *Worker) commitWindow(t *target, reason string) error {
-	win := t.window
-	t.window = nil
+func (w *Worker) commitWindow(t *target, win *window, reason string) error {
+	delete(t.windows, win.author)
 	changes := map[string][]byte{}
 	var lines []string
 	for _, p := range sortedKeys(win.paths) {
@@ -334,16 +417,7 @@ func (w *Worker) commitWindow(t *target, reason string) error {
 		return nil
 	}
 	metrics.Windows.WithLabelValues(reason).Inc()
-	if err := w.commit(t, changes, commitMessage(t.cfg.Path, lines), win.firstSeen); err != nil {
-		return err
-	}
-	if w.unpushedPaths[t.cfg.Key] == nil {
-		w.unpushedPaths[t.cfg.Key] = map[string]string{}
-	}
-	for p := range changes {
-		w.unpushedPaths[t.cfg.Key][p] = win.paths[p]
-	}
-	return nil
+	return w.commit(t.cfg.Key, win.author, changes, commitMessage(t.cfg.Path, lines), win.firstSeen)
 }
 
 func commitMessage(base string, lines []string) string {
@@ -358,9 +432,9 @@ func commitMessage(base string, lines []string) string {
 	return subject + "\n\n" + strings.Join(lines, "\n") + "\n"
 }
 
-func (w *Worker) commit(t *target, changes map[string][]byte, message string, seen time.Time) error {
+func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, message string, seen time.Time) error {
 	start := w.clock()
-	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: w.committer, Committer: w.committer, Message: message, When: start})
+	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: author, Committer: w.committer, Message: message, When: start})
 	if err != nil {
 		return err
 	}
@@ -374,8 +448,8 @@ func (w *Worker) commit(t *target, changes map[string][]byte, message string, se
 			w.index[p] = gitrepo.BlobHash(c)
 		}
 	}
-	w.unpushed = append(w.unpushed, seen)
-	w.reporter.Committed(t.cfg.Key, sha.String(), start)
+	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: changes, seen: seen})
+	w.reporter.Committed(key, sha.String(), start)
 	return nil
 }
 
@@ -387,10 +461,10 @@ func (w *Worker) push(ctx context.Context) {
 	case err == nil:
 		metrics.Pushes.WithLabelValues("ok").Inc()
 		now := w.clock()
-		for _, seen := range w.unpushed {
-			metrics.EditToPush.Observe(now.Sub(seen).Seconds())
+		for _, c := range w.unpushed {
+			metrics.EditToPush.Observe(now.Sub(c.seen).Seconds())
 		}
-		w.unpushed, w.unpushedPaths = nil, map[string]map[string]string{}
+		w.unpushed = nil
 		w.pushed, w.backoff = w.head, 0
 		w.reporter.Pushed(w.sortedTargets(), w.head.String(), now)
 	case errors.Is(err, gitrepo.ErrRejected):
@@ -400,7 +474,9 @@ func (w *Worker) push(ctx context.Context) {
 			w.fail(err)
 			return
 		}
-		w.replay()
+		if err := w.replay(); err != nil {
+			w.fail(err)
+		}
 	default:
 		metrics.Pushes.WithLabelValues("error").Inc()
 		w.fail(err)
@@ -424,26 +500,41 @@ func (w *Worker) reset(ctx context.Context) error {
 	return nil
 }
 
-// replay re-asserts every target's state on the fetched head: one commit
-// per target, for whatever differs.
-func (w *Worker) replay() {
-	seen := w.clock()
-	if len(w.unpushed) > 0 {
-		seen = w.unpushed[0]
-	}
+// replay rebuilds the refused commits on the fetched head, each with its
+// author and message, leaving out what the head already has; then every
+// target's state is re-asserted, by the committer, against whatever the
+// foreign commits changed.
+func (w *Worker) replay() error {
+	refused := w.unpushed
 	w.unpushed = nil
+	for _, c := range refused {
+		if _, ok := w.targets[c.target]; !ok {
+			continue
+		}
+		changes := map[string][]byte{}
+		for p, content := range c.changes {
+			cur, inGit := w.index[p]
+			if (content == nil && inGit) || (content != nil && cur != gitrepo.BlobHash(content)) {
+				changes[p] = content
+			}
+		}
+		if len(changes) == 0 {
+			continue
+		}
+		if err := w.commit(c.target, c.author, changes, c.message, c.seen); err != nil {
+			return err
+		}
+	}
+	now := w.clock()
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
 		for p, d := range t.desired {
-			w.touch(t, p, d.desc, seen)
-		}
-		for p, desc := range w.unpushedPaths[key] {
-			w.touch(t, p, desc, seen)
+			if w.index[p] != gitrepo.BlobHash(d.content) {
+				w.touch(t, w.committer, p, d.desc, now)
+			}
 		}
 	}
-	w.unpushedPaths = map[string]map[string]string{}
-	// Windows now close on their own schedule; the pending window of each
-	// target carries both the replay and whatever was unpushed.
+	return nil
 }
 
 func (w *Worker) fail(err error) {

@@ -72,7 +72,7 @@ func (f *fixture) start(targets ...Target) {
 	repo, err := gitrepo.Open(f.t.TempDir(), f.url, "main", nil)
 	require.NoError(f.t, err)
 	f.rec = &recorder{}
-	f.w = New(repo, committer, f.rec)
+	f.w = New(repo, committer, f.rec, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.t.Cleanup(cancel)
 	f.ctx = ctx
@@ -135,8 +135,8 @@ func TestWindowBecomesOneCommit(t *testing.T) {
 	f := newFixture(t)
 	f.start(site)
 	now := time.Now()
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 1\n"), "ConfigMap demo/a", now)
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 1\n"), "ConfigMap demo/b", now)
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: now})
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 1\n"), Desc: "ConfigMap demo/b", Seen: now})
 	f.eventually("both files pushed", func() bool { return len(f.remoteFiles()) == 2 })
 	assert.Equal(t, 1, f.commitCount(), "one window, one commit")
 	assert.Equal(t, "Reverser: 2 changes in clusters/dev\n\n- create ConfigMap demo/a\n- create ConfigMap demo/b",
@@ -144,20 +144,20 @@ func TestWindowBecomesOneCommit(t *testing.T) {
 	assert.Equal(t, "Reverser <reverser@reverser.dev>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", "main"))
 
 	// The same content again writes nothing; a change writes one commit.
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 1\n"), "ConfigMap demo/a", now)
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 2\n"), "ConfigMap demo/b", now)
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: now})
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 2\n"), Desc: "ConfigMap demo/b", Seen: now})
 	f.eventually("b updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/b.yaml") == "b: 2" })
 	assert.Equal(t, 2, f.commitCount())
 	assert.Equal(t, "Reverser: update ConfigMap demo/b", f.git(f.bare, "log", "-1", "--format=%s", "main"))
 
-	f.w.Delete(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", "ConfigMap demo/a", now)
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Desc: "ConfigMap demo/a", Seen: now})
 	f.eventually("a deleted", func() bool { return len(f.remoteFiles()) == 1 })
 	assert.Equal(t, "Reverser: delete ConfigMap demo/a", f.git(f.bare, "log", "-1", "--format=%s", "main"))
 
 	// A change that is undone within the window writes nothing.
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 3\n"), "ConfigMap demo/b", now)
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", []byte("b: 2\n"), "ConfigMap demo/b", now)
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/c.yaml", []byte("c: 1\n"), "ConfigMap demo/c", now)
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 3\n"), Desc: "ConfigMap demo/b", Seen: now})
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 2\n"), Desc: "ConfigMap demo/b", Seen: now})
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/c.yaml", Content: []byte("c: 1\n"), Desc: "ConfigMap demo/c", Seen: now})
 	f.eventually("c pushed", func() bool { return len(f.remoteFiles()) == 2 })
 	assert.Equal(t, 4, f.commitCount())
 	assert.Equal(t, "Reverser: create ConfigMap demo/c", f.git(f.bare, "log", "-1", "--format=%s", "main"))
@@ -178,7 +178,7 @@ func TestMaxAgeClosesABusyWindow(t *testing.T) {
 			t.Fatal("no commit within 2s although maxAge is 300ms")
 		case <-edits.C:
 		}
-		f.w.Upsert(f.ctx, busy.Key, "clusters/dev/demo/configmaps/a.yaml", []byte{byte('a' + i%26), '\n'}, "ConfigMap demo/a", time.Now())
+		f.w.Change(f.ctx, busy.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte{byte('a' + i%26), '\n'}, Desc: "ConfigMap demo/a", Seen: time.Now()})
 	}
 	assert.Equal(t, 1, f.commitCount(), "max age closed the window although edits kept coming")
 }
@@ -210,7 +210,7 @@ func TestSweepAfterInitialState(t *testing.T) {
 			tg := site
 			tg.PruneAlways = prune
 			f.start(tg)
-			f.w.Upsert(f.ctx, tg.Key, "clusters/dev/demo/configmaps/kept.yaml", []byte("new\n"), "ConfigMap demo/kept", time.Now())
+			f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/kept.yaml", Content: []byte("new\n"), Desc: "ConfigMap demo/kept", Seen: time.Now()})
 			f.w.Synced(f.ctx, tg.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
 			f.eventually("kept updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/kept.yaml") == "new" })
 			files := f.remoteFiles()
@@ -228,15 +228,90 @@ func TestSweepAfterInitialState(t *testing.T) {
 func TestRejectedPushReplaysOnTheForeignCommit(t *testing.T) {
 	f := newFixture(t)
 	f.start(site)
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 1\n"), "ConfigMap demo/a", time.Now())
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: time.Now()})
 	f.eventually("a pushed", func() bool { return len(f.remoteFiles()) == 1 })
 
 	foreign := f.seedRemote(map[string]string{"notes.txt": "by hand\n"}, "foreign")
-	f.w.Upsert(f.ctx, site.Key, "clusters/dev/demo/configmaps/a.yaml", []byte("a: 2\n"), "ConfigMap demo/a", time.Now())
-	f.w.Delete(f.ctx, site.Key, "clusters/dev/demo/configmaps/b.yaml", "ConfigMap demo/b", time.Now())
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 2\n"), Desc: "ConfigMap demo/a", Seen: time.Now()})
+	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Desc: "ConfigMap demo/b", Seen: time.Now()})
 	f.eventually("a: 2 pushed on top of the foreign commit", func() bool {
 		return f.remoteShow("clusters/dev/demo/configmaps/a.yaml") == "a: 2"
 	})
 	assert.Contains(t, f.remoteFiles(), "notes.txt", "the foreign commit is kept")
 	f.git(f.bare, "merge-base", "--is-ancestor", foreign, "main")
+}
+
+// authors attributes changes by their ResourceVersion field, which the tests
+// use as the user's name; "" is not ready yet.
+type authors struct {
+	mu      sync.Mutex
+	waiting map[string]bool
+}
+
+func (a *authors) Author(ch watch.Change, now time.Time) (gitrepo.Signature, bool, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.waiting[ch.ResourceVersion] {
+		return gitrepo.Signature{}, false, now.Add(time.Hour)
+	}
+	return gitrepo.Signature{Name: ch.ResourceVersion, Email: ch.ResourceVersion + "@example.com"}, true, time.Time{}
+}
+
+func (f *fixture) log() []string {
+	out, err := exec.Command("git", "-C", f.bare, "log", "--reverse", "--format=%an|%s", "main").Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+func TestWindowsPerAuthor(t *testing.T) {
+	f := newFixture(t)
+	a := &authors{waiting: map[string]bool{}}
+	tg := site
+	tg.Window = Window{Silence: 300 * time.Millisecond, MaxAge: time.Minute}
+	tg.Authors = a
+	f.start(tg)
+	cm := func(name, user, value string) watch.Change {
+		return watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+			Desc: "ConfigMap demo/" + name, Seen: time.Now(), ResourceVersion: user}
+	}
+	// Two people at once: two commits, each authored by its person.
+	f.w.Change(f.ctx, tg.Key, cm("a", "alice", "a1"))
+	f.w.Change(f.ctx, tg.Key, cm("b", "bob", "b1"))
+	f.eventually("two commits", func() bool { return f.commitCount() == 2 })
+	assert.ElementsMatch(t, []string{"alice|Reverser: create ConfigMap demo/a", "bob|Reverser: create ConfigMap demo/b"}, f.log())
+
+	// alice then bob on one object: alice's commit, with her version, comes first.
+	f.w.Change(f.ctx, tg.Key, cm("a", "alice", "a2"))
+	f.w.Change(f.ctx, tg.Key, cm("a", "bob", "a3"))
+	f.eventually("two more commits", func() bool { return f.commitCount() == 4 })
+	log := f.log()
+	assert.Equal(t, []string{"alice|Reverser: update ConfigMap demo/a", "bob|Reverser: update ConfigMap demo/a"}, log[2:])
+	assert.Equal(t, "a2", f.git(f.bare, "show", "main~1:clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "a3", f.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+}
+
+func TestWaitingForAnAuthorHoldsOnlyThatObject(t *testing.T) {
+	f := newFixture(t)
+	a := &authors{waiting: map[string]bool{"carol": true}}
+	tg := site
+	tg.Authors = a
+	f.start(tg)
+	f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/x.yaml", Content: []byte("x1\n"), Desc: "ConfigMap demo/x",
+		Seen: time.Now(), ResourceVersion: "carol"})
+	// A later change of the same object waits behind carol's; another object does not.
+	f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/x.yaml", Content: []byte("x2\n"), Desc: "ConfigMap demo/x",
+		Seen: time.Now(), ResourceVersion: "dave"})
+	f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/y.yaml", Content: []byte("y\n"), Desc: "ConfigMap demo/y",
+		Seen: time.Now(), ResourceVersion: "dave"})
+	f.eventually("y committed while x waits", func() bool { return f.commitCount() == 1 })
+	assert.Equal(t, []string{"clusters/dev/demo/configmaps/y.yaml"}, f.remoteFiles())
+
+	a.mu.Lock()
+	a.waiting["carol"] = false
+	a.mu.Unlock()
+	f.w.SetTarget(f.ctx, tg) // any event wakes the worker; in production the fact index does
+	f.eventually("carol's then dave's change of x", func() bool { return f.commitCount() == 3 })
+	assert.Equal(t, []string{"dave|Reverser: create ConfigMap demo/y", "carol|Reverser: create ConfigMap demo/x", "dave|Reverser: update ConfigMap demo/x"}, f.log())
 }

@@ -2,6 +2,9 @@ package controlplane
 
 import "strconv"
 
+// AuditSecret holds the audit webhook's token in ReverserNamespace, key "token".
+const AuditSecret = "audit-local"
+
 // auditPolicy records writes with their objects, which attribution needs
 // (user and resourceVersion), Metadata for reads, and nothing for noise.
 // Secrets are never logged with their data.
@@ -36,10 +39,17 @@ rules:
 // reverser-apiserver starts: namespaces, the RBAC it delegates with, the
 // example save permissions, and the ExternalName Service the APIService
 // points at (a loopback address is not a valid Endpoint).
-func bootstrapManifests(p ports) string {
+func bootstrapManifests(p ports, auditToken string) string {
 	return `apiVersion: v1
 kind: Namespace
 metadata: {name: ` + ReverserNamespace + `}
+---
+# The token kube-apiserver's audit webhook presents on /audit/local; the
+# KubeProvider "local" names it in spec.audit.bearerTokenSecretRef.
+apiVersion: v1
+kind: Secret
+metadata: {name: ` + AuditSecret + `, namespace: ` + ReverserNamespace + `}
+stringData: {token: "` + auditToken + `"}
 ---
 apiVersion: v1
 kind: Namespace

@@ -119,7 +119,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		ReverserAPIServer: fmt.Sprintf("https://127.0.0.1:%d", p.reverserAPI),
 		GitBaseURL:        fmt.Sprintf("http://127.0.0.1:%d%s", p.git, gitserver.PathPrefix),
 		GitRoot:           filepath.Join(dir, "git"),
-		AuditWebhookURL:   fmt.Sprintf("http://127.0.0.1:%d%s", p.audit, AuditRoute),
+		AuditWebhookURL:   fmt.Sprintf("https://127.0.0.1:%d%s", p.audit, AuditRoute),
 		KubeEtcdURL:       fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient),
 	}
 
@@ -164,7 +164,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	}
 
 	step("namespaces, RBAC and the reverser-apiserver Service")
-	if err := kubectlApply(ctx, env.KubeconfigAdmin, bootstrapManifests(p)); err != nil {
+	if err := kubectlApply(ctx, env.KubeconfigAdmin, bootstrapManifests(p, files.auditToken)); err != nil {
 		return nil, err
 	}
 
@@ -222,6 +222,8 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	check, err = startProcess(dir, env.LogDir, "reverser-controller", filepath.Join(o.ReverserBin, "reverser-controller"),
 		"--kubeconfig="+env.KubeconfigCtrl, "--data-dir="+filepath.Join(dir, "controller"),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
+		fmt.Sprintf("--audit-bind-address=127.0.0.1:%d", p.audit),
+		"--audit-tls-cert-file="+files.controllerServing+".crt", "--audit-tls-private-key-file="+files.controllerServing+".key",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
 		"--leader-elect=false",
 		// Rotations and late CRDs show within seconds on a development cluster.
@@ -279,7 +281,9 @@ type configFiles struct {
 	kubeServing                     string // path without .crt/.key
 	frontProxyCA, frontProxyClient  string
 	reverserServing                 string
+	controllerServing               string
 	reverserCAPEM                   []byte
+	auditToken                      string
 	tokens, auditPolicy, auditHook  string
 }
 
@@ -290,13 +294,14 @@ func writeConfig(env *Env) (*configFiles, error) {
 	f := &configFiles{
 		kubeCA: filepath.Join(pkiDir, "kube-ca.crt"), kubeCAKey: filepath.Join(pkiDir, "kube-ca.key"),
 		saKey: filepath.Join(pkiDir, "sa.key"), saPub: filepath.Join(pkiDir, "sa.pub"),
-		kubeServing:      filepath.Join(pkiDir, "kube-apiserver"),
-		frontProxyCA:     filepath.Join(pkiDir, "front-proxy-ca.crt"),
-		frontProxyClient: filepath.Join(pkiDir, "front-proxy-client"),
-		reverserServing:  filepath.Join(pkiDir, "reverser-apiserver"),
-		tokens:           filepath.Join(cfgDir, "tokens.csv"),
-		auditPolicy:      filepath.Join(cfgDir, "audit-policy.yaml"),
-		auditHook:        filepath.Join(cfgDir, "audit-webhook.kubeconfig"),
+		kubeServing:       filepath.Join(pkiDir, "kube-apiserver"),
+		frontProxyCA:      filepath.Join(pkiDir, "front-proxy-ca.crt"),
+		frontProxyClient:  filepath.Join(pkiDir, "front-proxy-client"),
+		reverserServing:   filepath.Join(pkiDir, "reverser-apiserver"),
+		controllerServing: filepath.Join(pkiDir, "reverser-controller-audit"),
+		tokens:            filepath.Join(cfgDir, "tokens.csv"),
+		auditPolicy:       filepath.Join(cfgDir, "audit-policy.yaml"),
+		auditHook:         filepath.Join(cfgDir, "audit-webhook.kubeconfig"),
 	}
 	loopback := []net.IP{net.ParseIP("127.0.0.1")}
 
@@ -331,6 +336,11 @@ func writeConfig(env *Env) (*configFiles, error) {
 	}); err != nil {
 		return nil, err
 	}
+	if err := pki.EnsurePair(pkiDir, "reverser-controller-audit", func() ([]byte, []byte, error) {
+		return reverserCA.IssueServing("reverser-controller", []string{"localhost"}, loopback)
+	}); err != nil {
+		return nil, err
+	}
 	if err := writeServiceAccountKey(f.saKey, f.saPub); err != nil {
 		return nil, err
 	}
@@ -357,10 +367,11 @@ func writeConfig(env *Env) (*configFiles, error) {
 	if err := os.WriteFile(f.auditPolicy, []byte(auditPolicy), 0o644); err != nil {
 		return nil, err
 	}
-	// The controller's audit endpoint comes later; until it listens, the
+	// The controller's audit ingress starts last; until it listens, the
 	// batching webhook backend retries and drops events without blocking
-	// any request.
-	if err := pki.WriteKubeconfig(f.auditHook, env.AuditWebhookURL, nil, pki.Credentials{}); err != nil {
+	// any request. The token is also in the Secret the KubeProvider names.
+	f.auditToken = randomToken()
+	if err := pki.WriteKubeconfig(f.auditHook, env.AuditWebhookURL, reverserCA.CertPEM, pki.Credentials{Token: f.auditToken}); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -34,15 +34,30 @@ const mirrorPath = "mirror"
 
 func newMirror(t *testing.T, rules string, extraSpec string) *mirrorFixture {
 	t.Helper()
-	f := newMirrorWith(t, rules, extraSpec, "", false)
+	f := newMirrorWith(t, mirrorOptions{rules: rules, targetSpec: extraSpec})
 	f.waitReady()
 	return f
 }
 
-// newMirrorWith applies a mirror whose GitProvider may use the Git server's
-// password-protected path, with providerSpec added to the GitProvider's spec.
-func newMirrorWith(t *testing.T, rules, extraSpec, providerSpec string, private bool) *mirrorFixture {
+type mirrorOptions struct {
+	rules, targetSpec string
+	// providerSpec is added to the GitProvider's spec.
+	providerSpec string
+	// private uses the Git server's password-protected path.
+	private bool
+	// kubeProvider replaces the audited "local" provider by another inCluster
+	// one whose audit route never receives events.
+	kubeProvider string
+}
+
+// newMirrorWith applies a mirror without waiting for it to be Ready.
+func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 	t.Helper()
+	rules, extraSpec, providerSpec, private := o.rules, o.targetSpec, o.providerSpec, o.private
+	kubeProvider := "local"
+	if o.kubeProvider != "" {
+		kubeProvider = o.kubeProvider
+	}
 	ns := namespace(t, "mirror")
 	name := uniqueName("repo")
 	bare, err := gitserver.CreateRepo(env.GitRoot, name)
@@ -54,8 +69,12 @@ func newMirrorWith(t *testing.T, rules, extraSpec, providerSpec string, private 
 	}
 	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
-metadata: {name: local}
-spec: {inCluster: true}
+metadata: {name: %[7]s}
+spec:
+  inCluster: true
+  audit:
+    enabled: true
+    bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
 ---
 apiVersion: reverser.dev/v1alpha1
 kind: GitProvider
@@ -68,7 +87,7 @@ apiVersion: reverser.dev/v1alpha1
 kind: GitTarget
 metadata: {name: site, namespace: %[1]s}
 spec:
-  kubeProviderRef: {name: local}
+  kubeProviderRef: {name: %[7]s}
   gitProviderRef: {name: repo}
   branch: main
   path: %[3]s
@@ -82,7 +101,7 @@ spec:
   gitTargetRef: {name: site}
   rules:
 %[5]s
-`, ns, url, mirrorPath, extraSpec, rules, providerSpec), "apply", "--server-side", "-f", "-")
+`, ns, url, mirrorPath, extraSpec, rules, providerSpec, kubeProvider), "apply", "--server-side", "-f", "-")
 	return f
 }
 
@@ -357,7 +376,7 @@ func TestMirrorGitCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, creds.Close())
 
-	f := newMirrorWith(t, configMapRule, "", "  secretRef: {name: git-credentials}", true)
+	f := newMirrorWith(t, mirrorOptions{rules: configMapRule, providerSpec: "  secretRef: {name: git-credentials}", private: true})
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials",
 		"--from-literal=username="+user, "--from-literal=password=wrong-password")
 	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=a=1")

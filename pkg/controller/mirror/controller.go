@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
@@ -49,6 +50,10 @@ type Config struct {
 	// Resync is how often every GitTarget is reconciled again, which picks
 	// up types a source starts serving (a CRD installed later).
 	Resync time.Duration
+	// Facts holds the audit facts changes are attributed with; Grace is how
+	// long a change waits for its fact.
+	Facts *attribution.Index
+	Grace time.Duration
 }
 
 // Controller reconciles GitTargets.
@@ -176,6 +181,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
 	}
 	go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.cfg.Resync)
+	go wait.UntilWithContext(ctx, c.reportProviders, 5*time.Second)
 	<-ctx.Done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -289,6 +295,10 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
+		Authors: &attribution.Resolver{
+			Index: c.cfg.Facts, Provider: kp.Name, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
+			Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
+		},
 	})
 
 	c.mu.Lock()
@@ -443,7 +453,11 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 		return nil, err
 	}
 	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
-	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}), authFP: authFP}
+	var wake <-chan struct{}
+	if c.cfg.Facts != nil {
+		wake = c.cfg.Facts.Subscribe()
+	}
+	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if existing, ok := c.workers[key]; ok {

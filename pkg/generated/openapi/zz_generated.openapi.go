@@ -4083,6 +4083,13 @@ func schema_pkg_apis_reverser_v1alpha1_GitProviderSpec(ref common.ReferenceCallb
 							Ref:         ref(v1alpha1.CommitSigning{}.OpenAPIModelName()),
 						},
 					},
+					"authorEmailDomain": {
+						SchemaProps: spec.SchemaProps{
+							Description: "authorEmailDomain makes the author addresses of users whose name is not an address: alice becomes alice@<domain>, the service account system:serviceaccount:ns:name becomes name.ns.serviceaccount@<domain>. Empty uses users.reverser.invalid.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"url"},
 			},

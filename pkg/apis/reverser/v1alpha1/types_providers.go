@@ -56,6 +56,12 @@ type GitProviderSpec struct {
 	// signing signs every commit with an SSH key when set.
 	// +optional
 	Signing *CommitSigning `json:"signing,omitempty"`
+	// authorEmailDomain makes the author addresses of users whose name is
+	// not an address: alice becomes alice@<domain>, the service account
+	// system:serviceaccount:ns:name becomes name.ns.serviceaccount@<domain>.
+	// Empty uses users.reverser.invalid.
+	// +optional
+	AuthorEmailDomain string `json:"authorEmailDomain,omitempty"`
 }
 
 // Committer is a Git identity.

@@ -53,6 +53,11 @@ func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, fld *field.Path) fi
 	if spec.Signing != nil {
 		errs = append(errs, validateSecretKeyRef(&spec.Signing.SSHKeySecretRef, false, fld.Child("signing", "sshKeySecretRef"))...)
 	}
+	if d := spec.AuthorEmailDomain; d != "" {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(d) {
+			errs = append(errs, field.Invalid(fld.Child("authorEmailDomain"), d, msg))
+		}
+	}
 	return errs
 }
 

@@ -183,6 +183,8 @@ func TestValidateGitProviderSpec(t *testing.T) {
 		"email":          {"https://example.com/r", "x", nil, []string{"spec.committer.email"}},
 		"branch pattern": {"https://example.com/r", "", []string{"a b"}, []string{"spec.allowedBranches[0]"}},
 	}
+	bad := reverser.GitProviderSpec{URL: "https://example.com/r", AuthorEmailDomain: "Not A Domain"}
+	assert.Equal(t, []string{"spec.authorEmailDomain"}, fields(ValidateGitProviderSpec(&bad, field.NewPath("spec"))))
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := reverser.GitProviderSpec{URL: tc.url, Committer: reverser.Committer{Name: "R", Email: tc.email}, AllowedBranches: tc.branches}

@@ -26,6 +26,11 @@ type GitProviderSpecApplyConfiguration struct {
 	AllowedBranches []string `json:"allowedBranches,omitempty"`
 	// signing signs every commit with an SSH key when set.
 	Signing *CommitSigningApplyConfiguration `json:"signing,omitempty"`
+	// authorEmailDomain makes the author addresses of users whose name is
+	// not an address: alice becomes alice@<domain>, the service account
+	// system:serviceaccount:ns:name becomes name.ns.serviceaccount@<domain>.
+	// Empty uses users.reverser.invalid.
+	AuthorEmailDomain *string `json:"authorEmailDomain,omitempty"`
 }
 
 // GitProviderSpecApplyConfiguration constructs a declarative configuration of the GitProviderSpec type for use with
@@ -73,5 +78,13 @@ func (b *GitProviderSpecApplyConfiguration) WithAllowedBranches(values ...string
 // If called multiple times, the Signing field is set to the value of the last call.
 func (b *GitProviderSpecApplyConfiguration) WithSigning(value *CommitSigningApplyConfiguration) *GitProviderSpecApplyConfiguration {
 	b.Signing = value
+	return b
+}
+
+// WithAuthorEmailDomain sets the AuthorEmailDomain field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AuthorEmailDomain field is set to the value of the last call.
+func (b *GitProviderSpecApplyConfiguration) WithAuthorEmailDomain(value string) *GitProviderSpecApplyConfiguration {
+	b.AuthorEmailDomain = &value
 	return b
 }

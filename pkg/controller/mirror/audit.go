@@ -1,0 +1,73 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/attribution"
+)
+
+// AuditRoute returns the audit route of a KubeProvider, for the ingress:
+// only providers with audit enabled have one.
+func (c *Controller) AuditRoute(ctx context.Context, name string) (attribution.Route, bool) {
+	kp, err := c.kps.Get(name)
+	if err != nil || !kp.Spec.Audit.Enabled {
+		return attribution.Route{}, false
+	}
+	route := attribution.Route{CommonNames: kp.Spec.Audit.ClientCertificateCommonNames}
+	if ref := kp.Spec.Audit.BearerTokenSecretRef; ref != nil {
+		token, err := c.secretKey(ctx, ref.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Reading the audit token", "kubeProvider", name)
+		} else {
+			route.Token = token
+		}
+	}
+	return route, true
+}
+
+// reportProviders writes each KubeProvider's AuditFactsReceived condition.
+func (c *Controller) reportProviders(ctx context.Context) {
+	kps, err := c.kps.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, kp := range kps {
+		status := kp.Status.DeepCopy()
+		status.ObservedGeneration = kp.Generation
+		last, received := time.Time{}, false
+		if c.cfg.Facts != nil {
+			last, received = c.cfg.Facts.LastReceived(kp.Name)
+		}
+		switch {
+		case !kp.Spec.Audit.Enabled:
+			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionAuditFactsReceived, false, "Disabled",
+				"spec.audit.enabled is false: changes are authored by each GitProvider's committer."))
+		case received:
+			status.LastAuditFactTime = &metav1.Time{Time: last.Truncate(time.Second)}
+			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionAuditFactsReceived, true, "Received",
+				"Audit events arrive; changes are authored by the people who made them."))
+		default:
+			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionAuditFactsReceived, false, "NoAuditEvents",
+				fmt.Sprintf("No audit event has arrived on POST %s%s: point kube-apiserver's --audit-webhook-config-file at it, "+
+					"with a policy that logs writes at RequestResponse. Until then changes are authored %q.",
+					attribution.RoutePrefix, kp.Name, attribution.UnresolvedName)))
+		}
+		if apiequality.Semantic.DeepEqual(status, &kp.Status) {
+			continue
+		}
+		updated := kp.DeepCopy()
+		updated.Status = *status
+		if _, err := c.cfg.Reverser.ReverserV1alpha1().KubeProviders().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			klog.FromContext(ctx).V(2).Info("Writing KubeProvider status", "kubeProvider", kp.Name, "err", err)
+		}
+	}
+}
