@@ -40,17 +40,26 @@ wait_for() {
 repo="${GIT_ROOT}/demo.git"
 doc=clusters/demo/demo/configmaps/site-config.yaml
 
-say "alice creates a ConfigMap; reverser-controller commits it to Git"
+say "alice creates a ConfigMap; reverser-controller commits it to Git, authored by her"
 show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo create configmap site-config --from-literal=greeting=hello
 wait_for "the commit" git -C "${repo}" cat-file -e "main:${doc}"
 show git -C "${repo}" log --format='%h %an <%ae> | %s' main
 show git -C "${repo}" show "main:${doc}"
 
-say "She edits it; the change is one more commit (status and runtime fields never reach Git)"
-show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo patch configmap site-config --type merge -p '{"data":{"greeting":"hello, world"}}'
-wait_for "the second commit" sh -c "git -C '${repo}' show 'main:${doc}' | grep -q 'hello, world'"
-show git -C "${repo}" log -1 -p --format='%h %an | %s' main
+say "bob edits it too: his change is his own commit, authored by him (from kube-apiserver's audit events)"
+show kubectl --kubeconfig "${KUBECONFIG_BOB}" -n demo patch configmap site-config --type merge -p '{"data":{"greeting":"hello, world"}}'
+wait_for "bob's commit" sh -c "git -C '${repo}' show 'main:${doc}' | grep -q 'hello, world'"
+show git -C "${repo}" log -1 -p --format='%h %an <%ae> | %s' main
+
+say "alice and bob edit two ConfigMaps at the same time: two commits, one each"
+kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo create configmap alice-notes --from-literal=note=mine &
+kubectl --kubeconfig "${KUBECONFIG_BOB}" -n demo create configmap bob-notes --from-literal=note=mine &
+wait
+wait_for "both commits" sh -c "git -C '${repo}' cat-file -e main:clusters/demo/demo/configmaps/alice-notes.yaml &&
+  git -C '${repo}' cat-file -e main:clusters/demo/demo/configmaps/bob-notes.yaml"
+show git -C "${repo}" log --format='%an <%ae> | %cn | %s' main
 show kubectl get gittarget site -n demo -o wide
+show kubectl get kubeprovider local
 
 say "alice (ClusterRole reverser-saver) saves the GitTarget; her identity is stamped by the server"
 cat <<YAML | kubectl --kubeconfig "${KUBECONFIG_ALICE}" create -f -
@@ -93,5 +102,6 @@ The control plane is still running (state and logs in ${LOCAL_DIR}).
   make down                                    # stop everything
   git clone ${GIT_BASE_URL}/demo.git            # the mirror, as any Git client sees it
   curl -s ${REVERSER_METRICS_URL} | grep ^reverser_   # the controller's metrics
-Commits are authored by the configured committer for now; per-person authors come with audit attribution.
+Authors come from kube-apiserver's audit events (POST /audit/local on the controller); the committer is the
+GitProvider's configured identity.
 TEXT

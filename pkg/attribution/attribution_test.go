@@ -153,6 +153,12 @@ func TestResolver(t *testing.T) {
 	assert.True(t, ready)
 	assert.Equal(t, UnresolvedName, author.Name, "past the grace the change is unresolved")
 
+	ch.Snapshot = true
+	author, ready, _ = r.Author(ch, seen)
+	assert.True(t, ready)
+	assert.Equal(t, committer, author, "a stream's initial state waits for nobody")
+	ch.Snapshot = false
+
 	off := &Resolver{Index: x, Provider: "local", Committer: committer}
 	author, ready, _ = off.Author(ch, seen)
 	assert.True(t, ready)

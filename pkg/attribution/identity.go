@@ -74,6 +74,11 @@ func (r *Resolver) Author(ch watch.Change, now time.Time) (author gitrepo.Signat
 		metrics.Attributions.WithLabelValues("disabled").Inc()
 		return r.Committer, true, time.Time{}
 	}
+	if ch.Snapshot {
+		// What the cluster held when the stream started: nobody's edit now.
+		metrics.Attributions.WithLabelValues("snapshot").Inc()
+		return r.Committer, true, time.Time{}
+	}
 	k := Key{Provider: r.Provider, Group: ch.GVR.Group, Resource: ch.GVR.Resource, Namespace: ch.Namespace, Name: ch.Name,
 		ResourceVersion: ch.ResourceVersion}
 	if ch.Content == nil {

@@ -76,7 +76,7 @@ var (
 	// Attributions counts how changes were attributed.
 	Attributions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_attribution_total",
-		Help: "Changes attributed, by outcome: resolved (a fact named the user), unresolved (none within the grace), disabled (the provider sends no audit).",
+		Help: "Changes attributed, by outcome: resolved (a fact named the user), unresolved (none within the grace), disabled (the provider sends no audit), snapshot (a stream's initial state, authored by the committer).",
 	}, []string{"outcome"})
 	// AttributionWait times how long changes waited for their fact.
 	AttributionWait = prometheus.NewHistogram(prometheus.HistogramOpts{

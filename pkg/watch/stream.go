@@ -49,6 +49,9 @@ type Change struct {
 	// fact is joined on.
 	GVR                              schema.GroupVersionResource
 	Namespace, Name, ResourceVersion string
+	// Snapshot marks the stream's initial state: what the cluster held when
+	// the stream started, not an edit anybody made just now.
+	Snapshot bool
 }
 
 // Sink receives a stream's changes: a branch worker.
@@ -92,6 +95,8 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "scope", scope.String(), "err", err)
 	})
 	gr := scope.GVR.GroupResource()
+	var reg cache.ResourceEventHandlerRegistration
+	snapshot := func() bool { return reg == nil || !reg.HasSynced() }
 	upsert := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -109,9 +114,12 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 			return
 		}
 		metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
-		sink.Change(ctx, key, change(scope.GVR, base, u, content))
+		ch := change(scope.GVR, base, u, content)
+		ch.Snapshot = snapshot()
+		sink.Change(ctx, key, ch)
 	}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	var err error
+	reg, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { upsert(obj) },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, okOld := oldObj.(*unstructured.Unstructured)

@@ -34,7 +34,8 @@ func (c *Controller) AuditRoute(ctx context.Context, name string) (attribution.R
 	return route, true
 }
 
-// reportProviders writes each KubeProvider's AuditFactsReceived condition.
+// reportProviders writes each KubeProvider's Ready (from the last discovery
+// through it) and AuditFactsReceived conditions.
 func (c *Controller) reportProviders(ctx context.Context) {
 	kps, err := c.kps.List(labels.Everything())
 	if err != nil {
@@ -60,6 +61,24 @@ func (c *Controller) reportProviders(ctx context.Context) {
 				fmt.Sprintf("No audit event has arrived on POST %s%s: point kube-apiserver's --audit-webhook-config-file at it, "+
 					"with a policy that logs writes at RequestResponse. Until then changes are authored %q.",
 					attribution.RoutePrefix, kp.Name, attribution.UnresolvedName)))
+		}
+		c.mu.Lock()
+		src := c.sources[kp.Name]
+		var used bool
+		var discoveryErr error
+		if src != nil {
+			used, discoveryErr = !src.discoveredAt.IsZero(), src.discoveryErr
+		}
+		c.mu.Unlock()
+		switch {
+		case !used:
+			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
+				Reason: "NotUsed", Message: "No GitTarget mirrors this cluster yet."})
+		case discoveryErr != nil:
+			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReady, false, "Unreachable",
+				discoveryErr.Error()+": check the cluster's address and the credential's permissions"))
+		default:
+			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReady, true, "Reachable", "The cluster answers discovery."))
 		}
 		if apiequality.Semantic.DeepEqual(status, &kp.Status) {
 			continue

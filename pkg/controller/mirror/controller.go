@@ -86,6 +86,11 @@ type source struct {
 	fingerprint string
 	dynamic     dynamic.Interface
 	discovery   discovery.DiscoveryInterface
+	// discovered is the outcome of the last discovery through this source,
+	// for the KubeProvider's Ready condition; nil error and zero time when
+	// nothing used it yet.
+	discoveredAt time.Time
+	discoveryErr error
 }
 
 type runningWorker struct {
@@ -330,7 +335,15 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source) ([]watch.Scope, error) {
 	groups, lists, err := src.discovery.ServerGroupsAndResources()
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-		return nil, fmt.Errorf("discovering the source's API: %w", err)
+		err = fmt.Errorf("discovering the source's API: %w", err)
+	} else {
+		err = nil
+	}
+	c.mu.Lock()
+	src.discoveredAt, src.discoveryErr = time.Now(), err
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
 	served := watch.NewServed(groups, lists)
 	var scopes []watch.Scope

@@ -28,7 +28,7 @@ var Kind = &registry.Kind[*reverser.KubeProvider]{
 			return string(o.Spec.CommitRequests)
 		}},
 		registry.ReadyColumn[*reverser.KubeProvider]("Whether the source cluster answers."),
-		{Name: "Audit", Type: "string", Priority: 1, Description: "Whether audit events arrive.", Value: func(o *reverser.KubeProvider) any {
+		{Name: "Audit", Type: "string", Description: "Whether audit events arrive.", Value: func(o *reverser.KubeProvider) any {
 			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionAuditFactsReceived)
 		}},
 	}},
