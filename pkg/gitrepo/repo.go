@@ -314,3 +314,24 @@ func (r *Repo) storeBlob(content []byte) (plumbing.Hash, error) {
 	}
 	return r.repo.Storer.SetEncodedObject(obj)
 }
+
+// FindTrailer returns the newest of the last limit commits from head whose
+// message has the line trailer, or "" when none has.
+func (r *Repo) FindTrailer(head plumbing.Hash, trailer string, limit int) (string, error) {
+	for h, n := head, 0; !h.IsZero() && n < limit; n++ {
+		c, err := r.repo.CommitObject(h)
+		if err != nil {
+			return "", fmt.Errorf("reading commit %s: %w", h, err)
+		}
+		for _, line := range strings.Split(c.Message, "\n") {
+			if strings.TrimSpace(line) == trailer {
+				return h.String(), nil
+			}
+		}
+		if len(c.ParentHashes) == 0 {
+			break
+		}
+		h = c.ParentHashes[0]
+	}
+	return "", nil
+}

@@ -86,6 +86,8 @@ type target struct {
 	// pending changes wait for their author, in arrival order.
 	pending []watch.Change
 	retryAt time.Time
+	// saves wait for, or collect, their author's window.
+	saves []*SaveRequest
 	// synced are the scopes whose initial state is complete; sweep says
 	// they must be swept against the current head.
 	synced []watch.Scope
@@ -103,12 +105,18 @@ type unpushedCommit struct {
 	message string
 	changes map[string][]byte
 	seen    time.Time
+	sha     string
+	save    *SaveRequest
 }
 
 type window struct {
 	author                  gitrepo.Signature
 	opened, last, firstSeen time.Time
 	paths                   map[string]string // path → description
+	// save, when attached, gives the window its message and closes it at
+	// closeAt instead of on silence or max age.
+	save    *SaveRequest
+	closeAt time.Time
 }
 
 // New returns a worker for repo, committing as committer. Run starts it.
@@ -155,7 +163,14 @@ func (w *Worker) SetAuth(ctx context.Context, auth transport.AuthMethod) {
 
 // RemoveTarget forgets a target; its files stay in Git.
 func (w *Worker) RemoveTarget(ctx context.Context, key string) {
-	w.do(ctx, func() { delete(w.targets, key) })
+	w.do(ctx, func() {
+		if t, ok := w.targets[key]; ok {
+			for _, s := range t.saves {
+				w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
+			}
+		}
+		delete(w.targets, key)
+	})
 }
 
 // Change records an object's new document (nil content: deleted). It waits
@@ -333,10 +348,16 @@ func (w *Worker) step(ctx context.Context) {
 			w.fail(fmt.Errorf("committing for %s: %w", key, err))
 			return
 		}
+		w.attachSaves(t)
 		now = w.clock()
 		for _, win := range sortedWindows(t) {
 			reason := ""
 			switch {
+			case win.save != nil:
+				if now.Before(win.closeAt) {
+					continue
+				}
+				reason = "save"
 			case now.Sub(win.last) >= t.cfg.Window.Silence:
 				reason = "silence"
 			case now.Sub(win.opened) >= t.cfg.Window.MaxAge:
@@ -365,8 +386,15 @@ func (w *Worker) nextWake() time.Duration {
 	}
 	for _, t := range w.targets {
 		for _, win := range t.windows {
+			if win.save != nil {
+				consider(win.closeAt)
+				continue
+			}
 			consider(win.last.Add(t.cfg.Window.Silence))
 			consider(win.opened.Add(t.cfg.Window.MaxAge))
+		}
+		for _, s := range t.saves {
+			consider(s.Deadline)
 		}
 		if !t.retryAt.IsZero() {
 			consider(t.retryAt)
@@ -412,12 +440,23 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		}
 		lines = append(lines, fmt.Sprintf("- %s %s", verb, win.paths[p]))
 	}
+	if s := win.save; s != nil {
+		t.finishSave(s)
+		if len(changes) == 0 && !s.Empty {
+			metrics.Windows.WithLabelValues("empty").Inc()
+			w.endSave(s, SaveResult{Outcome: SaveNothingToCommit,
+				Message: "the window held no change that Git does not have already; spec.whenNothingToCommit: CommitEmpty commits anyway"})
+			return nil
+		}
+		metrics.Windows.WithLabelValues(reason).Inc()
+		return w.commit(t.cfg.Key, win.author, changes, saveMessage(s, lines), win.firstSeen, s)
+	}
 	if len(changes) == 0 {
 		metrics.Windows.WithLabelValues("empty").Inc()
 		return nil
 	}
 	metrics.Windows.WithLabelValues(reason).Inc()
-	return w.commit(t.cfg.Key, win.author, changes, commitMessage(t.cfg.Path, lines), win.firstSeen)
+	return w.commit(t.cfg.Key, win.author, changes, commitMessage(t.cfg.Path, lines), win.firstSeen, nil)
 }
 
 func commitMessage(base string, lines []string) string {
@@ -432,7 +471,8 @@ func commitMessage(base string, lines []string) string {
 	return subject + "\n\n" + strings.Join(lines, "\n") + "\n"
 }
 
-func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, message string, seen time.Time) error {
+func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, message string, seen time.Time,
+	save *SaveRequest) error {
 	start := w.clock()
 	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: author, Committer: w.committer, Message: message, When: start})
 	if err != nil {
@@ -448,7 +488,8 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 			w.index[p] = gitrepo.BlobHash(c)
 		}
 	}
-	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: changes, seen: seen})
+	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: changes, seen: seen,
+		sha: sha.String(), save: save})
 	w.reporter.Committed(key, sha.String(), start)
 	return nil
 }
@@ -463,6 +504,9 @@ func (w *Worker) push(ctx context.Context) {
 		now := w.clock()
 		for _, c := range w.unpushed {
 			metrics.EditToPush.Observe(now.Sub(c.seen).Seconds())
+			if c.save != nil {
+				w.endSave(c.save, SaveResult{Outcome: SaveCommitted, Commit: c.sha})
+			}
 		}
 		w.unpushed = nil
 		w.pushed, w.backoff = w.head, 0
@@ -518,10 +562,13 @@ func (w *Worker) replay() error {
 				changes[p] = content
 			}
 		}
-		if len(changes) == 0 {
+		if len(changes) == 0 && (c.save == nil || !c.save.Empty) {
+			if c.save != nil {
+				w.endSave(c.save, SaveResult{Outcome: SaveNothingToCommit, Message: "a foreign commit already made the same changes"})
+			}
 			continue
 		}
-		if err := w.commit(c.target, c.author, changes, c.message, c.seen); err != nil {
+		if err := w.commit(c.target, c.author, changes, c.message, c.seen, c.save); err != nil {
 			return err
 		}
 	}

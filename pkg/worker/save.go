@@ -1,0 +1,145 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"reverser.dev/reverser/pkg/gitrepo"
+)
+
+// Outcomes of a save.
+const (
+	SaveCommitted       = "Committed"
+	SaveNoWindow        = "NoWindow"
+	SaveNothingToCommit = "NothingToCommit"
+	SaveInProgress      = "SaveInProgress"
+	SaveTargetGone      = "GitTargetGone"
+)
+
+// RequestTrailer names the CommitRequest a commit saved, so a restarted
+// controller finds a save it made before it could report it.
+const RequestTrailer = "Reverser-Commit-Request"
+
+// SaveRequest asks a worker to commit an author's window with a message.
+type SaveRequest struct {
+	// ID identifies the request (its uid); it goes into the commit's trailer.
+	ID     string
+	Target string
+	Author gitrepo.Signature
+	// Message replaces the generated subject; the list of changes follows.
+	Message string
+	// Next waits for the author's next window instead of the open one.
+	Next bool
+	// Empty commits an empty commit with the message when nothing changed.
+	Empty bool
+	// Collect keeps the window open this long after attaching, so the
+	// author's edits still on their way join it.
+	Collect time.Duration
+	// Deadline ends the wait for a window: NoWindow.
+	Deadline time.Time
+	// Done hears the outcome, from the worker's goroutine; it must not block.
+	Done func(SaveResult)
+
+	queued time.Time
+}
+
+// SaveResult is how a save ended. Commit is set for Committed, once pushed.
+type SaveResult struct {
+	Outcome string
+	Commit  string
+	Branch  string
+	Message string
+}
+
+// Save hands a save to the worker.
+func (w *Worker) Save(ctx context.Context, req SaveRequest) {
+	w.do(ctx, func() {
+		t, ok := w.targets[req.Target]
+		if !ok {
+			req.Done(SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget is not mirrored by this worker any more"})
+			return
+		}
+		for _, s := range t.saves {
+			if s.Author == req.Author {
+				req.Done(SaveResult{Outcome: SaveInProgress, Message: fmt.Sprintf(
+					"another save of %s on this GitTarget is still waiting for or collecting its window; try again once it finishes",
+					req.Author.Name)})
+				return
+			}
+		}
+		req.queued = w.clock()
+		t.saves = append(t.saves, &req)
+		w.attachSaves(t)
+	})
+}
+
+// attachSaves gives waiting saves their windows, and ends those whose wait
+// is over.
+func (w *Worker) attachSaves(t *target) {
+	now := w.clock()
+	kept := t.saves[:0]
+	for _, s := range t.saves {
+		win := t.windows[s.Author]
+		switch {
+		case win != nil && win.save == s:
+			kept = append(kept, s) // collecting
+		case win != nil && win.save == nil && (!s.Next || win.opened.After(s.queued)):
+			win.save = s
+			win.closeAt = now.Add(s.Collect)
+			kept = append(kept, s)
+		case !s.Next && win == nil && len(t.pending) == 0:
+			// Nothing open and nothing on its way: no need to wait.
+			w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: s.Author.Name + " has no open changes on this GitTarget"})
+		case !now.Before(s.Deadline):
+			w.endSave(s, SaveResult{Outcome: SaveNoWindow,
+				Message: fmt.Sprintf("no window of %s opened within spec.window.attachTimeout", s.Author.Name)})
+		default:
+			kept = append(kept, s)
+		}
+	}
+	clear(t.saves[len(kept):])
+	t.saves = kept
+}
+
+func (w *Worker) endSave(s *SaveRequest, r SaveResult) {
+	r.Branch = w.repo.Branch()
+	s.Done(r)
+}
+
+// finishSave removes a save from its target once its window has committed.
+func (t *target) finishSave(s *SaveRequest) {
+	for i, x := range t.saves {
+		if x == s {
+			t.saves = append(t.saves[:i], t.saves[i+1:]...)
+			return
+		}
+	}
+}
+
+// saveMessage is the commit message of a saved window: the request's
+// message, the generated list of changes, and the trailer.
+func saveMessage(s *SaveRequest, lines []string) string {
+	msg := strings.TrimRight(s.Message, "\n") + "\n"
+	if len(lines) > 0 {
+		msg += "\n" + strings.Join(lines, "\n") + "\n"
+	}
+	return msg + "\n" + RequestTrailer + ": " + s.ID + "\n"
+}
+
+// FindSave looks for the commit that saved request id among the branch's
+// recent commits, for a controller resuming a save it claimed before a
+// restart. done hears the sha, or "" when there is none.
+func (w *Worker) FindSave(ctx context.Context, id string, done func(sha string, err error)) {
+	w.do(ctx, func() {
+		if !w.ready {
+			if err := w.reset(ctx); err != nil {
+				done("", err)
+				return
+			}
+		}
+		sha, err := w.repo.FindTrailer(w.head, RequestTrailer+": "+id, 1000)
+		done(sha, err)
+	})
+}
