@@ -7,7 +7,7 @@ LDFLAGS := -s -w
 
 LOCAL_DIR ?= _output/local
 
-BINARIES := bin/reverser-apiserver bin/reverser-controller
+BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
 .PHONY: all build tools test unit integration e2e bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
@@ -23,6 +23,9 @@ bin/reverser-apiserver: FORCE
 
 bin/reverser-controller: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/controller
+
+bin/kubectl-reverser: FORCE
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kubectl-reverser
 
 bin/reverser-gitserver: FORCE
 	$(GO) build -o $@ ./hack/gitserver

@@ -27,8 +27,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/pkg/controller/mirror"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
+	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/pki"
 )
@@ -43,6 +45,7 @@ type options struct {
 	auditMaxBody                                  int64
 	auditMaxFacts                                 int
 	auditTTL, grace                               time.Duration
+	commitRequestTTL, collect                     time.Duration
 }
 
 func main() {
@@ -67,7 +70,14 @@ func main() {
 	flag.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
 	flag.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
 		"how long a change waits for its audit fact before it is authored \"unknown (attribution unresolved)\"")
+	flag.DurationVar(&o.commitRequestTTL, "commit-request-ttl", time.Hour,
+		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
+	flag.DurationVar(&o.collect, "commit-request-collect-delay", 0,
+		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
 	flag.Parse()
+	if o.collect == 0 {
+		o.collect = o.grace
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -92,7 +102,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	facts := attribution.NewIndex(o.auditMaxFacts, o.auditTTL)
-	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace})
+	factory := informers.NewSharedInformerFactory(rev, 0)
+	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
+		Factory: factory})
+	saves := commitrequest.New(commitrequest.Config{Reverser: rev, Kube: kube, Factory: factory, TTL: o.commitRequestTTL,
+		Collect: o.collect, Savers: func(target string) (commitrequest.Saver, string, bool) {
+			w, domain, ok := c.Saver(target)
+			if !ok {
+				return nil, "", false
+			}
+			return w, domain, true
+		}})
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody,
 			Routes: func(name string) (attribution.Route, bool) { return c.AuditRoute(ctx, name) }}
@@ -132,6 +152,11 @@ func run(ctx context.Context, o options) error {
 
 	runController := func(ctx context.Context) {
 		close(leading)
+		go func() {
+			if err := saves.Run(ctx, 2); err != nil {
+				klog.ErrorS(err, "CommitRequest controller stopped")
+			}
+		}()
 		if err := c.Run(ctx, 2); err != nil {
 			klog.ErrorS(err, "Mirror controller stopped")
 		}

@@ -86,7 +86,23 @@ var (
 	})
 )
 
+// CommitRequest metrics.
+var (
+	// CommitRequests counts finished CommitRequests by outcome.
+	CommitRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_commit_requests_total",
+		Help: "CommitRequests finished, by outcome: committed, no_window, nothing_to_commit, save_in_progress, git_target_not_found, not_allowed.",
+	}, []string{"outcome"})
+	// SaveSeconds times a CommitRequest from its creation to its outcome.
+	SaveSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "reverser_commit_request_duration_seconds",
+		Help:    "Time from a CommitRequest's creation to its outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.05, 2, 12),
+	})
+)
+
 func init() {
+	Registry.MustRegister(CommitRequests, SaveSeconds)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
 	Registry.MustRegister(WatchEvents, QueueDepth, Windows, Commits, Pushes, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

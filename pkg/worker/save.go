@@ -71,7 +71,9 @@ func (w *Worker) Save(ctx context.Context, req SaveRequest) {
 		}
 		req.queued = w.clock()
 		t.saves = append(t.saves, &req)
-		w.attachSaves(t)
+		if w.ready { // before the first fetch, step attaches it
+			w.attachSaves(t)
+		}
 	})
 }
 
@@ -91,16 +93,27 @@ func (w *Worker) attachSaves(t *target) {
 			kept = append(kept, s)
 		case !s.Next && win == nil && len(t.pending) == 0:
 			// Nothing open and nothing on its way: no need to wait.
-			w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: s.Author.Name + " has no open changes on this GitTarget"})
+			w.noWindow(t, s, s.Author.Name+" has no open changes on this GitTarget")
 		case !now.Before(s.Deadline):
-			w.endSave(s, SaveResult{Outcome: SaveNoWindow,
-				Message: fmt.Sprintf("no window of %s opened within spec.window.attachTimeout", s.Author.Name)})
+			w.noWindow(t, s, fmt.Sprintf("no window of %s opened within spec.window.attachTimeout", s.Author.Name))
 		default:
 			kept = append(kept, s)
 		}
 	}
 	clear(t.saves[len(kept):])
 	t.saves = kept
+}
+
+// noWindow ends a save that found no window: with Empty, as an empty commit
+// carrying the message.
+func (w *Worker) noWindow(t *target, s *SaveRequest, why string) {
+	if !s.Empty {
+		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: why})
+		return
+	}
+	if err := w.commit(t.cfg.Key, s.Author, map[string][]byte{}, saveMessage(s, nil), w.clock(), s); err != nil {
+		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: "the empty commit failed: " + err.Error()})
+	}
 }
 
 func (w *Worker) endSave(s *SaveRequest, r SaveResult) {

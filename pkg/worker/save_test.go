@@ -96,6 +96,15 @@ func TestSaveOutcomesWithoutChanges(t *testing.T) {
 	assert.True(t, strings.HasPrefix(f.git(f.bare, "log", "-1", "--format=%B", "main"), "Tune the app"))
 }
 
+func TestSaveEmptyWithoutAWindow(t *testing.T) {
+	f, tg := saveFixture(t)
+	res := f.save(tg, "uid-empty", func(r *SaveRequest) { r.Empty = true }).wait(t)
+	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
+	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "main"))
+	assert.Empty(t, f.remoteFiles(), "an empty commit")
+	assert.Equal(t, "alice|Tune the app", f.git(f.bare, "log", "-1", "--format=%an|%s", "main"))
+}
+
 func TestSaveNextAndInProgress(t *testing.T) {
 	f, tg := saveFixture(t)
 	next := f.save(tg, "uid-next", func(r *SaveRequest) { r.Next = true; r.Collect = 300 * time.Millisecond })

@@ -226,8 +226,9 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		"--audit-tls-cert-file="+files.controllerServing+".crt", "--audit-tls-private-key-file="+files.controllerServing+".key",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
 		"--leader-elect=false",
-		// Rotations and late CRDs show within seconds on a development cluster.
-		"--resync=10s")
+		// Rotations and late CRDs show within seconds on a development cluster,
+		// and finished CommitRequests do not pile up.
+		"--resync=10s", "--commit-request-ttl=15s")
 	if err != nil {
 		return nil, err
 	}

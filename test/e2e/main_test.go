@@ -20,6 +20,9 @@ import (
 
 var env *controlplane.Env
 
+// pluginPath is where TestMain builds kubectl-reverser, relative to the repository.
+const pluginPath = "_output/e2e/bin/kubectl-reverser"
+
 func TestMain(m *testing.M) {
 	code, err := run(m)
 	if err != nil {
@@ -34,6 +37,11 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, pluginPath), "./cmd/kubectl-reverser"); err != nil {
+		return 0, fmt.Errorf("building kubectl-reverser: %w", err)
+	}
 	if dir := os.Getenv("REVERSER_E2E_LOCAL_DIR"); dir != "" {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(root, dir) // relative to the repository, as make passes it
@@ -46,8 +54,6 @@ func run(m *testing.M) (int, error) {
 		return m.Run(), nil
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
 	cpBin, err := output(ctx, root, "bash", "hack/build-control-plane.sh")
 	if err != nil {
 		return 0, fmt.Errorf("building the control plane: %w", err)

@@ -54,6 +54,8 @@ type Config struct {
 	// long a change waits for its fact.
 	Facts *attribution.Index
 	Grace time.Duration
+	// Factory shares informers with other controllers; nil makes one.
+	Factory informers.SharedInformerFactory
 }
 
 // Controller reconciles GitTargets.
@@ -77,6 +79,7 @@ type Controller struct {
 
 type mirrorState struct {
 	workerKey string
+	domain    string // the GitProvider's authorEmailDomain
 	path      string
 	sourceFP  string // streams restart when the source's credentials change
 	streams   map[watch.Scope]*watch.Stream
@@ -108,7 +111,10 @@ func New(cfg Config) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 30 * time.Second
 	}
-	f := informers.NewSharedInformerFactory(cfg.Reverser, 0)
+	f := cfg.Factory
+	if f == nil {
+		f = informers.NewSharedInformerFactory(cfg.Reverser, 0)
+	}
 	r := f.Reverser().V1alpha1()
 	c := &Controller{
 		cfg: cfg, factory: f,
@@ -313,6 +319,7 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 			streams: map[watch.Scope]*watch.Stream{}}
 		c.mirrors[key] = m
 	}
+	m.domain = gp.Spec.AuthorEmailDomain
 	for scope, s := range m.streams {
 		if !slices.Contains(scopes, scope) {
 			s.Stop()
@@ -535,4 +542,21 @@ func (r reporter) Pushed(targets []string, sha string, at time.Time) {
 
 func (r reporter) Failed(targets []string, err error) {
 	r.update(targets, func(rep *report) { rep.gitErr = err })
+}
+
+// Saver returns the branch worker mirroring a GitTarget and the email domain
+// its authors are mapped with, for CommitRequests; ok=false while the
+// GitTarget is not mirrored (yet).
+func (c *Controller) Saver(target string) (w *worker.Worker, domain string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.mirrors[target]
+	if !ok {
+		return nil, "", false
+	}
+	rw, ok := c.workers[m.workerKey]
+	if !ok {
+		return nil, "", false
+	}
+	return rw.Worker, m.domain, true
 }

@@ -1,0 +1,261 @@
+// Command kubectl-reverser is the kubectl plugin of Reverser:
+//
+//	kubectl reverser save <gittarget> -m "message" [--next] [--empty] [--timeout 2m]
+//	kubectl reverser status [gittarget]
+//
+// save creates a CommitRequest and waits for its outcome; status summarises
+// GitTargets, their last commits and recent saves.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/generated/clientset/versioned"
+)
+
+type globals struct {
+	loading   *clientcmd.ClientConfigLoadingRules
+	overrides *clientcmd.ConfigOverrides
+}
+
+func (g *globals) client() (versioned.Interface, string, error) {
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(g.loading, g.overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := versioned.NewForConfig(cfg)
+	return c, ns, err
+}
+
+func main() {
+	g := &globals{loading: clientcmd.NewDefaultClientConfigLoadingRules(), overrides: &clientcmd.ConfigOverrides{}}
+	root := &cobra.Command{
+		Use:           "kubectl-reverser",
+		Short:         "Save and inspect Reverser mirrors",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file")
+	root.PersistentFlags().StringVarP(&g.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CommitRequest (and, by default, of the GitTarget)")
+	root.PersistentFlags().StringVar(&g.overrides.CurrentContext, "context", "", "kubeconfig context to use")
+	root.AddCommand(saveCommand(g), statusCommand(g))
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func saveCommand(g *globals) *cobra.Command {
+	var message, targetNS string
+	var next, empty bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "save <gittarget> -m <message>",
+		Short: "Commit your open changes on a GitTarget with a message, authored by you",
+		Long: "save creates a CommitRequest for the GitTarget and waits until it is Committed, or says why not.\n" +
+			"It needs verb \"save\" on the GitTarget (resource gittargets, group reverser.dev).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(message) == "" {
+				return errors.New("a message is required: -m \"what and why\"")
+			}
+			c, ns, err := g.client()
+			if err != nil {
+				return err
+			}
+			if targetNS == "" {
+				targetNS = ns
+			}
+			cr := &v1.CommitRequest{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: args[0] + "-save-", Namespace: ns},
+				Spec: v1.CommitRequestSpec{
+					GitTargetRef: v1.ObjectReference{Name: args[0], Namespace: targetNS},
+					Message:      message,
+				},
+			}
+			if next {
+				cr.Spec.Attach = v1.AttachNext
+			}
+			if empty {
+				cr.Spec.WhenNothingToCommit = v1.NothingToCommitCommitEmpty
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			created, err := c.ReverserV1alpha1().CommitRequests(ns).Create(ctx, cr, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("creating the CommitRequest: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "commitrequest %s/%s created, waiting for the save...\n", ns, created.Name)
+			done, err := waitReady(ctx, c, created)
+			if err != nil {
+				return fmt.Errorf("commitrequest %s/%s: %w (it goes on in the background: kubectl get commitrequest -n %s %s)",
+					ns, created.Name, err, ns, created.Name)
+			}
+			return report(cmd.OutOrStdout(), done)
+		},
+	}
+	cmd.Flags().StringVarP(&message, "message", "m", "", "the commit message (required)")
+	cmd.Flags().StringVar(&targetNS, "target-namespace", "", "namespace of the GitTarget, when it is not the request's")
+	cmd.Flags().BoolVar(&next, "next", false, "save your next window instead of the open one")
+	cmd.Flags().BoolVar(&empty, "empty", false, "commit an empty commit with the message when nothing changed")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the outcome")
+	return cmd
+}
+
+// waitReady watches the request until its Ready condition is decided.
+func waitReady(ctx context.Context, c versioned.Interface, cr *v1.CommitRequest) (*v1.CommitRequest, error) {
+	decided := func(cr *v1.CommitRequest) bool {
+		r := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
+		return r != nil && r.Status != metav1.ConditionUnknown
+	}
+	w, err := c.ReverserV1alpha1().CommitRequests(cr.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", cr.Name).String(), ResourceVersion: cr.ResourceVersion,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, errors.New("no outcome before --timeout")
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				latest, err := c.ReverserV1alpha1().CommitRequests(cr.Namespace).Get(ctx, cr.Name, metav1.GetOptions{})
+				if err != nil {
+					return nil, err
+				}
+				if decided(latest) {
+					return latest, nil
+				}
+				return waitReady(ctx, c, latest)
+			}
+			if ev.Type == watch.Deleted {
+				return nil, errors.New("deleted before its outcome")
+			}
+			if got, ok := ev.Object.(*v1.CommitRequest); ok && decided(got) {
+				return got, nil
+			}
+		}
+	}
+}
+
+func report(out io.Writer, cr *v1.CommitRequest) error {
+	r := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
+	fmt.Fprintf(out, "%s: %s\n", r.Reason, r.Message)
+	if cr.Status.Commit != "" {
+		fmt.Fprintf(out, "commit %s on branch %s, author %s\n", cr.Status.Commit, cr.Status.Branch, cr.Status.Author.Username)
+	}
+	if r.Status != metav1.ConditionTrue {
+		return fmt.Errorf("not saved: %s", r.Reason)
+	}
+	return nil
+}
+
+func statusCommand(g *globals) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "status [gittarget]",
+		Short: "Summarise GitTargets: readiness, last commit and push, streams, recent saves",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := g.client()
+			if err != nil {
+				return err
+			}
+			if all {
+				ns = metav1.NamespaceAll
+			}
+			ctx := cmd.Context()
+			var targets []v1.GitTarget
+			if len(args) == 1 {
+				gt, err := c.ReverserV1alpha1().GitTargets(ns).Get(ctx, args[0], metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("GitTarget %s/%s does not exist", ns, args[0])
+				}
+				if err != nil {
+					return err
+				}
+				targets = []v1.GitTarget{*gt}
+			} else {
+				list, err := c.ReverserV1alpha1().GitTargets(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return err
+				}
+				targets = list.Items
+			}
+			crs, err := c.ReverserV1alpha1().CommitRequests(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), targets, crs.Items)
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	return cmd
+}
+
+func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GITTARGET\tBRANCH\tREADY\tSTREAMS\tLAST COMMIT\tLAST PUSH\tMESSAGE")
+	short := func(ref *v1.CommitRef) string {
+		if ref == nil || ref.Time == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.7s %s ago", ref.SHA, time.Since(ref.Time.Time).Round(time.Second))
+	}
+	for _, gt := range targets {
+		ready, msg := "-", ""
+		if r := meta.FindStatusCondition(gt.Status.Conditions, v1.ConditionReady); r != nil {
+			ready, msg = string(r.Status), r.Message
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", gt.Namespace, gt.Name, gt.Spec.Branch, ready,
+			gt.Status.Streams.Running, gt.Status.Streams.Desired, short(gt.Status.LastCommit), short(gt.Status.LastPush), msg)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	sort.Slice(crs, func(i, j int) bool { return crs[i].CreationTimestamp.After(crs[j].CreationTimestamp.Time) })
+	if len(crs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nRECENT SAVES")
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMMITREQUEST\tTARGET\tAUTHOR\tOUTCOME\tCOMMIT")
+	for i, cr := range crs {
+		if i == 10 {
+			break
+		}
+		outcome, author := "Saving", ""
+		if r := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady); r != nil {
+			outcome = r.Reason
+		}
+		if cr.Status.Author != nil {
+			author = cr.Status.Author.Username
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%.7s\n", cr.Namespace, cr.Name, cr.Spec.GitTargetRef.Name, author, outcome, cr.Status.Commit)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,435 @@
+// Package commitrequest serves CommitRequests: one core decides, from the
+// request as stored, who owns it, whether its GitTarget admits it, the
+// claim, the save and its outcome, and retention. The control-cluster path
+// here is a thin front end over it; every status write is conditional on the
+// resourceVersion it was decided from.
+package commitrequest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"reverser.dev/reverser/pkg/admission"
+	"reverser.dev/reverser/pkg/apis/reverser"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/generated/clientset/versioned"
+	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
+	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/metrics"
+	"reverser.dev/reverser/pkg/worker"
+)
+
+// DeleteAfterAnnotation says when a finished CommitRequest is deleted.
+const DeleteAfterAnnotation = "reverser.dev/delete-after"
+
+// Saver is the branch worker side of a save.
+type Saver interface {
+	Save(ctx context.Context, req worker.SaveRequest)
+	FindSave(ctx context.Context, id string, done func(sha string, err error))
+}
+
+// Savers finds the Saver of a GitTarget ("namespace/name") and the email
+// domain its authors are mapped with.
+type Savers func(target string) (saver Saver, domain string, ok bool)
+
+// Config wires the controller.
+type Config struct {
+	Reverser versioned.Interface
+	// Kube reads namespace labels for Selector grants.
+	Kube   kubernetes.Interface
+	Savers Savers
+	// TTL is how long a finished request stays before it is deleted.
+	TTL time.Duration
+	// Collect keeps a saved window open this long after the save attaches,
+	// so the author's edits still waiting for their audit facts join it.
+	Collect time.Duration
+	// Factory shares informers with other controllers.
+	Factory informers.SharedInformerFactory
+}
+
+// Controller is the control-cluster front end of the CommitRequest core.
+type Controller struct {
+	cfg     Config
+	crs     listers.CommitRequestLister
+	targets listers.GitTargetLister
+	kps     listers.KubeProviderLister
+	queue   workqueue.TypedRateLimitingInterface[string]
+	synced  []cache.InformerSynced
+
+	mu      sync.Mutex
+	flights map[types.UID]*flight
+}
+
+// flight is a save this process handed to a worker.
+type flight struct {
+	result *worker.SaveResult
+}
+
+// New builds the controller on cfg.Factory's informers.
+func New(cfg Config) *Controller {
+	r := cfg.Factory.Reverser().V1alpha1()
+	c := &Controller{
+		cfg: cfg, crs: r.CommitRequests().Lister(), targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "commitrequests"}),
+		flights: map[types.UID]*flight{},
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	_, err := r.CommitRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+	})
+	utilruntime.Must(err)
+	// A GitTarget created after a request may now serve it.
+	_, err = r.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueueFor(obj) },
+	})
+	utilruntime.Must(err)
+	c.synced = []cache.InformerSynced{r.CommitRequests().Informer().HasSynced, r.GitTargets().Informer().HasSynced,
+		r.KubeProviders().Informer().HasSynced}
+	return c
+}
+
+func (c *Controller) enqueueFor(obj any) {
+	gt, ok := obj.(*v1.GitTarget)
+	if !ok {
+		return
+	}
+	crs, err := c.crs.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, cr := range crs {
+		if cr.Spec.GitTargetRef.Name == gt.Name && targetNamespace(cr) == gt.Namespace {
+			c.queue.Add(cr.Namespace + "/" + cr.Name)
+		}
+	}
+}
+
+// Run serves CommitRequests until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer c.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("CommitRequest informers did not sync")
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.processNext(ctx) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+	requeue, err := c.reconcile(ctx, key)
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "Serving CommitRequest", "commitRequest", key)
+		c.queue.AddRateLimited(key)
+	case requeue > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, requeue)
+	default:
+		c.queue.Forget(key)
+	}
+	return true
+}
+
+func targetNamespace(cr *v1.CommitRequest) string {
+	if cr.Spec.GitTargetRef.Namespace != "" {
+		return cr.Spec.GitTargetRef.Namespace
+	}
+	return cr.Namespace
+}
+
+// reconcile decides the next step of one request. It returns when to look
+// again, if the decision depends on time.
+func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	cr, err := c.crs.CommitRequests(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	ready := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
+	if ready != nil && ready.Status != metav1.ConditionUnknown {
+		c.forget(cr.UID)
+		return c.retain(ctx, cr)
+	}
+	targetKey := targetNamespace(cr) + "/" + cr.Spec.GitTargetRef.Name
+	gt, err := c.targets.GitTargets(targetNamespace(cr)).Get(cr.Spec.GitTargetRef.Name)
+	if apierrors.IsNotFound(err) {
+		attach := attachTimeout(cr)
+		if ready != nil {
+			// Claimed, and the GitTarget is gone: the save cannot happen.
+			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true,
+				message: fmt.Sprintf("GitTarget %s was deleted before the save", targetKey)})
+		}
+		if wait := time.Until(cr.CreationTimestamp.Add(attach)); wait > 0 {
+			return wait, nil
+		}
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonGitTargetNotFound, message: fmt.Sprintf(
+			"GitTarget %s does not exist (waited spec.window.attachTimeout, %s): create it or fix spec.gitTargetRef", targetKey, attach)})
+	}
+	if err != nil {
+		return 0, err
+	}
+
+	// Which path owns the request: the GitTarget's KubeProvider decides.
+	kp, err := c.kps.Get(gt.Spec.KubeProviderRef.Name)
+	if err != nil {
+		return 5 * time.Second, nil // the GitTarget reports the missing provider
+	}
+	if !kp.Spec.InCluster {
+		if kp.Spec.CommitRequests == v1.CommitRequestsIgnore {
+			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: fmt.Sprintf(
+				"GitTarget %s mirrors another cluster through KubeProvider %s, which serves no CommitRequests: "+
+					"save on that cluster after setting the provider's spec.commitRequests", targetKey, kp.Name)})
+		}
+		return 0, nil // served on the source cluster by that provider's watch
+	}
+
+	// Admission, again when a GitTarget replaced the one that admitted it.
+	if cr.Status.GitTargetUID == "" || cr.Status.GitTargetUID != string(gt.UID) {
+		decision, err := admission.AdmitsConsumer(ctx, toInternalGrants(gt.Spec.AllowedCommitRequests), gt.Namespace, cr.Namespace, c.namespaceLabels)
+		if err != nil {
+			return 0, err
+		}
+		if !decision.Allowed {
+			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: fmt.Sprintf("GitTarget %s does not admit this request: %s",
+				targetKey, decision.Reason)})
+		}
+	}
+	if cr.Status.Author == nil {
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonAuthorUnresolved, message: "the request carries no status.author"})
+	}
+
+	// The claim: the first status write, before anything is saved.
+	if ready == nil || cr.Status.GitTargetUID != string(gt.UID) {
+		updated := cr.DeepCopy()
+		updated.Status.GitTargetUID = string(gt.UID)
+		updated.Status.ObservedGeneration = cr.Generation
+		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
+			Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", cr.Status.Author.Username, targetKey)})
+		_, err := c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return time.Millisecond, nil // decided from a stale copy: read again and decide again
+		}
+		return 0, err // the update's event brings the claimed request back here
+	}
+	return c.save(ctx, cr, gt, targetKey)
+}
+
+// save hands the claimed request to its worker once, and writes the outcome
+// when the worker reports it.
+func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, targetKey string) (time.Duration, error) {
+	c.mu.Lock()
+	f, inFlight := c.flights[cr.UID]
+	var result *worker.SaveResult
+	if inFlight {
+		result = f.result
+	}
+	c.mu.Unlock()
+	if inFlight {
+		if result == nil {
+			return 0, nil // the worker's report enqueues us
+		}
+		return 0, c.finish(ctx, cr, fromResult(*result, gt))
+	}
+	saver, domain, ok := c.cfg.Savers(targetKey)
+	if !ok {
+		return time.Second, nil // the GitTarget is not mirrored yet
+	}
+	f = &flight{}
+	c.mu.Lock()
+	c.flights[cr.UID] = f
+	c.mu.Unlock()
+	key := cr.Namespace + "/" + cr.Name
+	report := func(r worker.SaveResult) {
+		c.mu.Lock()
+		f.result = &r
+		c.mu.Unlock()
+		c.queue.Add(key)
+	}
+	req := worker.SaveRequest{
+		ID: string(cr.UID), Target: targetKey, Author: attribution.Identity(cr.Status.Author.Username, domain),
+		Message: cr.Spec.Message, Next: cr.Spec.Attach == v1.AttachNext, Empty: cr.Spec.WhenNothingToCommit == v1.NothingToCommitCommitEmpty,
+		Collect: c.cfg.Collect, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
+	}
+	if req.Deadline.Before(time.Now()) {
+		req.Deadline = time.Now() // resumed after a restart: what is open now counts
+	}
+	// A claimed request may have been saved by a process that stopped before
+	// reporting it: the commit's trailer tells. Never save twice.
+	saver.FindSave(ctx, req.ID, func(sha string, err error) {
+		switch {
+		case err != nil:
+			klog.FromContext(ctx).Error(err, "Looking for an earlier save", "commitRequest", key)
+			saver.Save(ctx, req)
+		case sha != "":
+			report(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: sha})
+		default:
+			saver.Save(ctx, req)
+		}
+	})
+	return 0, nil
+}
+
+func (c *Controller) forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.flights, uid)
+	c.mu.Unlock()
+}
+
+func attachTimeout(cr *v1.CommitRequest) time.Duration {
+	if d := cr.Spec.Window.AttachTimeout; d != nil {
+		return d.Duration
+	}
+	return 5 * time.Second
+}
+
+func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
+	ns, err := c.cfg.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return ns.Labels, nil
+}
+
+// outcome is a decided end of a request.
+type outcome struct {
+	reason, message string
+	ok              bool // Ready=True
+	commit, branch  string
+	applied         *metav1.Condition
+}
+
+func fromResult(r worker.SaveResult, gt *v1.GitTarget) outcome {
+	switch r.Outcome {
+	case worker.SaveCommitted:
+		o := outcome{reason: v1.ReasonCommitted, ok: true, commit: r.Commit, branch: gt.Spec.Branch,
+			message: fmt.Sprintf("Saved as %.7s on branch %s.", r.Commit, gt.Spec.Branch)}
+		if gt.Spec.ApplierRef == nil {
+			o.applied = &metav1.Condition{Type: v1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1.ReasonNoApplierClaim,
+				Message: "The GitTarget names no applier claim: nothing to apply."}
+		}
+		return o
+	case worker.SaveNothingToCommit:
+		return outcome{reason: v1.ReasonNothingToCommit, ok: true, message: "Nothing to commit: " + r.Message + "."}
+	case worker.SaveInProgress:
+		return outcome{reason: v1.ReasonSaveInProgress, message: strings.ToUpper(r.Message[:1]) + r.Message[1:] + "."}
+	default:
+		return outcome{reason: v1.ReasonNoWindow, ok: true, message: "No window to save: " + r.Message + "."}
+	}
+}
+
+// finish writes an outcome, conditional on the resourceVersion it was
+// decided from. After a conflict the next reconcile re-applies the same
+// worker result, which stays in its flight until written.
+func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome) error {
+	updated := cr.DeepCopy()
+	status := metav1.ConditionFalse
+	if o.ok {
+		status = metav1.ConditionTrue
+	}
+	updated.Status.ObservedGeneration = cr.Generation
+	updated.Status.Commit, updated.Status.Branch = o.commit, o.branch
+	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: status, Reason: o.reason, Message: o.message})
+	if o.applied != nil {
+		meta.SetStatusCondition(&updated.Status.Conditions, *o.applied)
+	}
+	_, err := c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		c.queue.Add(cr.Namespace + "/" + cr.Name)
+		return nil
+	case err != nil:
+		return err
+	}
+	metrics.CommitRequests.WithLabelValues(snake(o.reason)).Inc()
+	metrics.SaveSeconds.Observe(time.Since(cr.CreationTimestamp.Time).Seconds())
+	return nil
+}
+
+// retain stamps a finished request with its deletion time and deletes it
+// once that has passed.
+func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Duration, error) {
+	at, ok := cr.Annotations[DeleteAfterAnnotation]
+	if !ok {
+		when := time.Now().Add(c.cfg.TTL).UTC().Format(time.RFC3339)
+		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, cr.ResourceVersion, DeleteAfterAnnotation, when)
+		_, err := c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).Patch(ctx, cr.Name, types.MergePatchType, []byte(patch),
+			metav1.PatchOptions{})
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	deadline, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		deadline = time.Now() // an unreadable stamp is treated as passed
+	}
+	if wait := time.Until(deadline); wait > 0 {
+		return wait, nil
+	}
+	uid := cr.UID
+	err = c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).Delete(ctx, cr.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return 0, nil
+	}
+	return 0, err
+}
+
+func snake(reason string) string {
+	var b strings.Builder
+	for i, r := range reason {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// toInternalGrants converts grants for the admission check, which works on
+// the internal types the API server uses.
+func toInternalGrants(grants []v1.CommitRequestGrant) []reverser.CommitRequestGrant {
+	out := make([]reverser.CommitRequestGrant, len(grants))
+	for i := range grants {
+		// Generated conversions of plain structs cannot fail.
+		_ = v1.Convert_v1alpha1_CommitRequestGrant_To_reverser_CommitRequestGrant(&grants[i], &out[i], nil)
+	}
+	return out
+}
