@@ -61,35 +61,24 @@ show git -C "${repo}" log --format='%an <%ae> | %cn | %s' main
 show kubectl get gittarget site -n demo -o wide
 show kubectl get kubeprovider local
 
-say "alice (ClusterRole reverser-saver) saves the GitTarget; her identity is stamped by the server"
-cat <<YAML | kubectl --kubeconfig "${KUBECONFIG_ALICE}" create -f -
-apiVersion: reverser.dev/v1alpha1
-kind: CommitRequest
-metadata: {generateName: alice-, namespace: demo}
-spec:
-  gitTargetRef: {name: site}
-  message: Save the demo configuration
-status:
-  author: {username: somebody-else}   # ignored: the server writes the author
-YAML
-show kubectl get commitrequests -n demo
-show kubectl get commitrequests -n demo -o jsonpath='{range .items[*]}{.metadata.name}: {.status.author}{"\n"}{end}'
+say "alice edits and saves with a message: kubectl reverser save (a CommitRequest, authored by her)"
+export PATH="${ROOT}/bin:${PATH}"
+show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo create configmap feature-flags --from-literal=checkout=on
+KUBECONFIG="${KUBECONFIG_ALICE}" show kubectl reverser save site -n demo -m "Turn the new checkout on
 
-say "bob has no save permission: his request is refused at create"
-if out=$(cat <<YAML | kubectl --kubeconfig "${KUBECONFIG_BOB}" create -f - 2>&1
-apiVersion: reverser.dev/v1alpha1
-kind: CommitRequest
-metadata: {generateName: bob-, namespace: demo}
-spec:
-  gitTargetRef: {name: site}
-  message: Bob tries to save
-YAML
-); then
-  echo "unexpected: bob's request was accepted: ${out}" >&2
+Requested by the shop team."
+show git -C "${repo}" log -1 --format='%h %an <%ae>%n%B' main
+show kubectl get commitrequests -n demo
+
+say "bob has no save permission: kubectl reverser save is refused at create"
+if out=$(KUBECONFIG="${KUBECONFIG_BOB}" kubectl reverser save site -n demo -m "Bob tries to save" 2>&1); then
+  echo "unexpected: bob's save was accepted: ${out}" >&2
   exit 1
 else
   echo "${out}"
 fi
+show kubectl --kubeconfig "${KUBECONFIG_BOB}" auth can-i save gittargets/site -n demo 2>/dev/null || true  # "no" exits 1
+show kubectl reverser status -n demo
 
 say "Next"
 cat <<TEXT
@@ -97,7 +86,7 @@ The control plane is still running (state and logs in ${LOCAL_DIR}).
   source ${LOCAL_DIR}/env                      # kubectl as admin; KUBECONFIG_ALICE, KUBECONFIG_BOB
   kubectl explain gittarget.spec               # every field, documented
   kubectl get reverser -A                      # every Reverser object
-  kubectl --kubeconfig "\$KUBECONFIG_BOB" auth can-i save gittargets -n demo
+  PATH=$PWD/bin:\$PATH KUBECONFIG=\$KUBECONFIG_ALICE kubectl reverser save site -n demo -m "why"
   docs/api.md, docs/configuration.md           # the API and the server flags
   make down                                    # stop everything
   git clone ${GIT_BASE_URL}/demo.git            # the mirror, as any Git client sees it
