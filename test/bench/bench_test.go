@@ -26,6 +26,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -33,6 +34,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 )
@@ -53,7 +56,7 @@ func TestBench(t *testing.T) {
 	bin := filepath.Join(root, "_output", "bench", "bin")
 	for name, pkg := range map[string]string{
 		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
-	} {
+	} { // kubectl-reverser is not needed: the benchmark uses the clientset
 		run(t, root, "go", "build", "-o", filepath.Join(bin, name), pkg)
 	}
 	env, err := controlplane.Up(ctx, controlplane.Options{Dir: filepath.Join(root, "_output", "bench", "local"), ControlPlaneBin: cpBin, ReverserBin: bin})
@@ -71,6 +74,7 @@ func TestBench(t *testing.T) {
 	t.Run("P2-edit-latency-attributed", func(t *testing.T) {
 		editLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_EDITS", 60), "local")
 	})
+	t.Run("P4-save-latency", func(t *testing.T) { saveLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_SAVES", 20)) })
 }
 
 func run(t *testing.T, dir, name string, args ...string) string {
@@ -286,4 +290,68 @@ func editLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 		edits, attributed, p(pushed, 0.5).Round(time.Millisecond), p(pushed, 0.99).Round(time.Millisecond),
 		p(watched, 0.5).Round(time.Millisecond), p(watched, 0.99).Round(time.Millisecond),
 		float64(p(pushed, 0.5))/float64(p(watched, 0.5)), float64(p(pushed, 0.99))/float64(p(watched, 0.99)))
+}
+
+// saveLatency measures a CommitRequest from create to Committed, against
+// the floor of the same edit committed without a request (silence 0).
+func saveLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, saves int) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
+	require.NoError(t, err)
+	rev := versioned.NewForConfigOrDie(cfg)
+	measure := func(ns, silence string, withRequest bool) []time.Duration {
+		bare, err := gitserver.CreateRepo(env.GitRoot, ns)
+		require.NoError(t, err)
+		apply(t, env, target("local", ns, env.GitBaseURL+"/"+ns+".git", silence,
+			"---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: cms, namespace: "+ns+"}\n"+
+				"spec:\n  gitTargetRef: {name: site}\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n"))
+		refFile := filepath.Join(bare, "refs", "heads", "main")
+		head := func() string { b, _ := os.ReadFile(refFile); return strings.TrimSpace(string(b)) }
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			gt, err := rev.ReverserV1alpha1().GitTargets(ns).Get(ctx, "site", metav1.GetOptions{})
+			return err == nil && gt.Status.Streams.Running == 1, nil
+		}))
+		var out []time.Duration
+		for i := range saves {
+			before := head()
+			start := time.Now()
+			_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)},
+				Data: map[string]string{"i": strconv.Itoa(i)}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			if withRequest {
+				cr, err := rev.ReverserV1alpha1().CommitRequests(ns).Create(ctx, &v1.CommitRequest{
+					ObjectMeta: metav1.ObjectMeta{GenerateName: "save-"},
+					Spec:       v1.CommitRequestSpec{GitTargetRef: v1.ObjectReference{Name: "site"}, Message: fmt.Sprintf("Save %d", i)},
+				}, metav1.CreateOptions{})
+				require.NoError(t, err)
+				require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+					got, err := rev.ReverserV1alpha1().CommitRequests(ns).Get(ctx, cr.Name, metav1.GetOptions{})
+					if err != nil {
+						return false, err
+					}
+					c := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+					if c != nil && c.Status != metav1.ConditionUnknown && c.Reason != v1.ReasonCommitted {
+						return false, fmt.Errorf("save %d ended %s: %s", i, c.Reason, c.Message)
+					}
+					return c != nil && c.Reason == v1.ReasonCommitted, nil
+				}))
+			} else {
+				require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Minute, true,
+					func(context.Context) (bool, error) { return head() != before, nil }))
+			}
+			out = append(out, time.Since(start))
+		}
+		return out
+	}
+	floor := measure("p4-floor", "0s", false)
+	saved := measure("p4-save", "10m", true)
+	p := func(d []time.Duration, q float64) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	fmt.Printf("P4 edit+CommitRequest→Committed (%d saves, attributed, collect delay = grace): p50 %v p99 %v; "+
+		"floor (the same edit committed without a request, silence 0) p50 %v p99 %v; ratio p50 %.1fx p99 %.1fx\n",
+		saves, p(saved, 0.5).Round(time.Millisecond), p(saved, 0.99).Round(time.Millisecond),
+		p(floor, 0.5).Round(time.Millisecond), p(floor, 0.99).Round(time.Millisecond),
+		float64(p(saved, 0.5))/float64(p(floor, 0.5)), float64(p(saved, 0.99))/float64(p(floor, 0.99)))
 }
