@@ -2,7 +2,6 @@ package gitrepo
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +16,7 @@ import (
 )
 
 // remote serves a fresh bare repository over smart HTTP.
-func remote(t *testing.T) (url, bareDir string) {
-	t.Helper()
-	root := t.TempDir()
-	bareDir, err := gitserver.CreateRepo(root, "repo")
-	require.NoError(t, err)
-	h, err := gitserver.Handler(root)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL + gitserver.PathPrefix + "/repo.git", bareDir
-}
+func remote(t *testing.T) (url, bareDir string) { return gitserver.Serve(t, "repo") }
 
 func gitCLI(t *testing.T, dir string, args ...string) string {
 	t.Helper()

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,14 +57,8 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	root := t.TempDir()
-	bare, err := gitserver.CreateRepo(root, "repo")
-	require.NoError(t, err)
-	h, err := gitserver.Handler(root)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &fixture{t: t, bare: bare, url: srv.URL + gitserver.PathPrefix + "/repo.git"}
+	url, bare := gitserver.Serve(t, "repo")
+	return &fixture{t: t, bare: bare, url: url}
 }
 
 func (f *fixture) start(targets ...Target) {

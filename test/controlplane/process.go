@@ -102,19 +102,26 @@ func orderForStop(files []string) []string {
 	return out
 }
 
-func stopOne(pidFile string) error {
+// readPidFile returns the pid and binary startProcess recorded.
+func readPidFile(pidFile string) (pid int, bin string, err error) {
 	data, err := os.ReadFile(pidFile)
 	if err != nil {
-		return err
+		return 0, "", err
 	}
 	fields := strings.SplitN(strings.TrimSpace(string(data)), "\n", 2)
-	pid, err := strconv.Atoi(fields[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", pidFile, err)
+	if pid, err = strconv.Atoi(fields[0]); err != nil {
+		return 0, "", fmt.Errorf("%s: %w", pidFile, err)
 	}
-	bin := ""
 	if len(fields) == 2 {
 		bin = fields[1]
+	}
+	return pid, bin, nil
+}
+
+func stopOne(pidFile string) error {
+	pid, bin, err := readPidFile(pidFile)
+	if err != nil {
+		return err
 	}
 	if alive(pid, bin) {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
@@ -167,19 +174,13 @@ func Restart(env *Env, name string) error {
 // Kill ends the named process with SIGKILL, as a crash would, and waits
 // until it is gone. Restart brings it back.
 func Kill(env *Env, name string) error {
-	pidFile := filepath.Join(env.Dir, "pids", name+".pid")
-	data, err := os.ReadFile(pidFile)
+	pid, bin, err := readPidFile(filepath.Join(env.Dir, "pids", name+".pid"))
 	if err != nil {
 		return err
-	}
-	fields := strings.SplitN(strings.TrimSpace(string(data)), "\n", 2)
-	pid, err := strconv.Atoi(fields[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", pidFile, err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("killing %s: %w", name, err)
 	}
 	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return !alive(pid, fields[len(fields)-1]), nil })
+		func(context.Context) (bool, error) { return !alive(pid, bin), nil })
 }

@@ -206,24 +206,11 @@ func conditionMessage(conds []metav1.Condition, typ string) string {
 
 func TestMirrorIgnoresStatusChurn(t *testing.T) {
 	f := newMirror(t, configMapRule, "")
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: %s}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: example.invalid/web:1}]
-`, f.ns), "apply", "--server-side", "-f", "-")
+	createDeployment(t, f.ns)
 	p := filepath.Join(mirrorPath, f.ns, "apps", "deployments", "web.yaml")
 	f.waitFile(p, func(s string) bool { return s != "" }, "deployment written")
 	// kube-controller-manager now writes the Deployment's status, more than once.
-	eventually(t, 60*time.Second, "the deployment controller writes status", func() (bool, error) {
-		out, err := kubectl(admin, "", "get", "deployment", "-n", f.ns, "web", "-o", "jsonpath={.status.observedGeneration}")
-		return strings.TrimSpace(out) == "1", err
-	})
+	waitDeploymentStatus(t, f.ns)
 	f.barrier()
 	deploymentCommits := 0
 	for _, s := range f.subjects() {
