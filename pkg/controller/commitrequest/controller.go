@@ -266,7 +266,12 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 	}
 	saver, domain, ok := c.cfg.Savers(targetKey)
 	if !ok {
-		return time.Second, nil // the GitTarget is not mirrored yet
+		// The GitTarget is not mirrored (yet): wait as long as the attach may.
+		if time.Now().Before(cr.CreationTimestamp.Add(attachTimeout(cr))) {
+			return time.Second, nil
+		}
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true, message: fmt.Sprintf(
+			"No window to save: GitTarget %s is not mirrored; its Ready condition says why.", targetKey)})
 	}
 	f = &flight{}
 	c.mu.Lock()
