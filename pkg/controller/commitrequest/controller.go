@@ -72,6 +72,8 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	synced  []cache.InformerSynced
 
+	started time.Time
+
 	mu      sync.Mutex
 	flights map[types.UID]*flight
 }
@@ -89,6 +91,7 @@ func New(cfg Config) *Controller {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "commitrequests"}),
 		flights: map[types.UID]*flight{},
+		started: time.Now(),
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -266,8 +269,14 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 	}
 	saver, domain, ok := c.cfg.Savers(targetKey)
 	if !ok {
-		// The GitTarget is not mirrored (yet): wait as long as the attach may.
-		if time.Now().Before(cr.CreationTimestamp.Add(attachTimeout(cr))) {
+		// The GitTarget is not mirrored (yet): wait as long as the attach may,
+		// and after a restart long enough for the mirror to come back, so a
+		// save made before the restart is found rather than denied.
+		deadline := cr.CreationTimestamp.Add(attachTimeout(cr))
+		if resume := c.started.Add(time.Minute); resume.After(deadline) {
+			deadline = resume
+		}
+		if time.Now().Before(deadline) {
 			return time.Second, nil
 		}
 		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true, message: fmt.Sprintf(
