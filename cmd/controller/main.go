@@ -105,14 +105,14 @@ func run(ctx context.Context, o options) error {
 	factory := informers.NewSharedInformerFactory(rev, 0)
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory})
-	saves := commitrequest.New(commitrequest.Config{Reverser: rev, Kube: kube, Factory: factory, TTL: o.commitRequestTTL,
+	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, TTL: o.commitRequestTTL,
 		Collect: o.collect, Savers: func(target string) (commitrequest.Saver, string, bool) {
 			w, domain, ok := c.Saver(target)
 			if !ok {
 				return nil, "", false
 			}
 			return w, domain, true
-		}})
+		}}, rev, factory))
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody,
 			Routes: func(name string) (attribution.Route, bool) { return c.AuditRoute(ctx, name) }}

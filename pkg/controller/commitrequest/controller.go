@@ -1,8 +1,15 @@
 // Package commitrequest serves CommitRequests: one core decides, from the
 // request as stored, who owns it, whether its GitTarget admits it, the
-// claim, the save and its outcome, and retention. The control-cluster path
-// here is a thin front end over it; every status write is conditional on the
-// resourceVersion it was decided from.
+// claim, the save and its outcome, and retention; every status write is
+// conditional on the resourceVersion it was decided from.
+//
+// A front end is a Config: where the requests live (Requests, RequestsFactory:
+// our API for the control-cluster path; a source cluster's CommitRequest CRD,
+// which the same generated clientset reaches, for the source path), which
+// KubeProviders' GitTargets it owns (Owns), and how a request's author is
+// known (Author: status.author, stamped by our API server, on the control
+// cluster; an audit fact on a source cluster). GitTargets and KubeProviders
+// always come from the control cluster (Control).
 package commitrequest
 
 import (
@@ -48,9 +55,21 @@ type Saver interface {
 // domain its authors are mapped with.
 type Savers func(target string) (saver Saver, domain string, ok bool)
 
-// Config wires the controller.
+// Config wires the core to one way in.
 type Config struct {
-	Reverser versioned.Interface
+	// Requests reaches the CommitRequests this front end serves, and
+	// RequestsFactory informs on them.
+	Requests        versioned.Interface
+	RequestsFactory informers.SharedInformerFactory
+	// Control informs on the control cluster's GitTargets and KubeProviders.
+	Control informers.SharedInformerFactory
+	// Owns says whether requests for GitTargets mirroring through a
+	// KubeProvider are this front end's. Nil: the control-cluster rule,
+	// inCluster providers.
+	Owns func(*v1.KubeProvider) bool
+	// Author returns who made a request, or ok=false while it is not known
+	// yet. Nil: status.author, as our API server stamps it.
+	Author func(*v1.CommitRequest) (username string, ok bool)
 	// Kube reads namespace labels for Selector grants.
 	Kube   kubernetes.Interface
 	Savers Savers
@@ -59,8 +78,21 @@ type Config struct {
 	// Collect keeps a saved window open this long after the save attaches,
 	// so the author's edits still waiting for their audit facts join it.
 	Collect time.Duration
-	// Factory shares informers with other controllers.
-	Factory informers.SharedInformerFactory
+}
+
+// ControlCluster completes cfg as the control-cluster front end: requests
+// of our own API, for GitTargets of inCluster KubeProviders, authored by
+// status.author.
+func ControlCluster(cfg Config, reverser versioned.Interface, factory informers.SharedInformerFactory) Config {
+	cfg.Requests, cfg.RequestsFactory, cfg.Control = reverser, factory, factory
+	cfg.Owns = func(kp *v1.KubeProvider) bool { return kp.Spec.InCluster }
+	cfg.Author = func(cr *v1.CommitRequest) (string, bool) {
+		if cr.Status.Author == nil {
+			return "", false
+		}
+		return cr.Status.Author.Username, true
+	}
+	return cfg
 }
 
 // Controller is the control-cluster front end of the CommitRequest core.
@@ -83,11 +115,12 @@ type flight struct {
 	result *worker.SaveResult
 }
 
-// New builds the controller on cfg.Factory's informers.
+// New builds a front end of the core.
 func New(cfg Config) *Controller {
-	r := cfg.Factory.Reverser().V1alpha1()
+	r := cfg.RequestsFactory.Reverser().V1alpha1()
+	ctl := cfg.Control.Reverser().V1alpha1()
 	c := &Controller{
-		cfg: cfg, crs: r.CommitRequests().Lister(), targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(),
+		cfg: cfg, crs: r.CommitRequests().Lister(), targets: ctl.GitTargets().Lister(), kps: ctl.KubeProviders().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "commitrequests"}),
 		flights: map[types.UID]*flight{},
@@ -103,12 +136,12 @@ func New(cfg Config) *Controller {
 	})
 	utilruntime.Must(err)
 	// A GitTarget created after a request may now serve it.
-	_, err = r.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = ctl.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.enqueueFor(obj) },
 	})
 	utilruntime.Must(err)
-	c.synced = []cache.InformerSynced{r.CommitRequests().Informer().HasSynced, r.GitTargets().Informer().HasSynced,
-		r.KubeProviders().Informer().HasSynced}
+	c.synced = []cache.InformerSynced{r.CommitRequests().Informer().HasSynced, ctl.GitTargets().Informer().HasSynced,
+		ctl.KubeProviders().Informer().HasSynced}
 	return c
 }
 
@@ -211,7 +244,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err != nil {
 		return 5 * time.Second, nil // the GitTarget reports the missing provider
 	}
-	if !kp.Spec.InCluster {
+	if !c.cfg.Owns(kp) {
 		if kp.Spec.CommitRequests == v1.CommitRequestsIgnore {
 			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: fmt.Sprintf(
 				"GitTarget %s mirrors another cluster through KubeProvider %s, which serves no CommitRequests: "+
@@ -231,8 +264,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 				targetKey, decision.Reason)})
 		}
 	}
-	if cr.Status.Author == nil {
-		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonAuthorUnresolved, message: "the request carries no status.author"})
+	author, known := c.cfg.Author(cr)
+	if !known {
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonAuthorUnresolved, message: "nobody is known to have made this request"})
 	}
 
 	// The claim: the first status write, before anything is saved.
@@ -241,19 +275,19 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		updated.Status.GitTargetUID = string(gt.UID)
 		updated.Status.ObservedGeneration = cr.Generation
 		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
-			Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", cr.Status.Author.Username, targetKey)})
-		_, err := c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+			Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)})
+		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			return time.Millisecond, nil // decided from a stale copy: read again and decide again
 		}
 		return 0, err // the update's event brings the claimed request back here
 	}
-	return c.save(ctx, cr, gt, targetKey)
+	return c.save(ctx, cr, gt, targetKey, author)
 }
 
 // save hands the claimed request to its worker once, and writes the outcome
 // when the worker reports it.
-func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, targetKey string) (time.Duration, error) {
+func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, targetKey, author string) (time.Duration, error) {
 	c.mu.Lock()
 	f, inFlight := c.flights[cr.UID]
 	var result *worker.SaveResult
@@ -294,7 +328,7 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		c.queue.Add(key)
 	}
 	req := worker.SaveRequest{
-		ID: string(cr.UID), Target: targetKey, Author: attribution.Identity(cr.Status.Author.Username, domain),
+		ID: string(cr.UID), Target: targetKey, Author: attribution.Identity(author, domain),
 		Message: cr.Spec.Message, Next: cr.Spec.Attach == v1.AttachNext, Empty: cr.Spec.WhenNothingToCommit == v1.NothingToCommitCommitEmpty,
 		Collect: c.cfg.Collect, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
 	}
@@ -380,7 +414,7 @@ func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome
 	if o.applied != nil {
 		meta.SetStatusCondition(&updated.Status.Conditions, *o.applied)
 	}
-	_, err := c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsConflict(err):
 		c.queue.Add(cr.Namespace + "/" + cr.Name)
@@ -400,7 +434,7 @@ func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Dur
 	if !ok {
 		when := time.Now().Add(c.cfg.TTL).UTC().Format(time.RFC3339)
 		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, cr.ResourceVersion, DeleteAfterAnnotation, when)
-		_, err := c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).Patch(ctx, cr.Name, types.MergePatchType, []byte(patch),
+		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).Patch(ctx, cr.Name, types.MergePatchType, []byte(patch),
 			metav1.PatchOptions{})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return 0, nil
@@ -415,7 +449,7 @@ func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Dur
 		return wait, nil
 	}
 	uid := cr.UID
-	err = c.cfg.Reverser.ReverserV1alpha1().CommitRequests(cr.Namespace).Delete(ctx, cr.Name,
+	err = c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).Delete(ctx, cr.Name,
 		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return 0, nil

@@ -1,0 +1,48 @@
+package commitrequest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/worker"
+)
+
+func TestOutcomeLabels(t *testing.T) {
+	for reason, want := range map[string]string{
+		v1.ReasonCommitted: "committed", v1.ReasonNoWindow: "no_window", v1.ReasonNothingToCommit: "nothing_to_commit",
+		v1.ReasonSaveInProgress: "save_in_progress", v1.ReasonGitTargetNotFound: "git_target_not_found", v1.ReasonNotAllowed: "not_allowed",
+		v1.ReasonAuthorUnresolved: "author_unresolved",
+	} {
+		assert.Equal(t, want, snake(reason))
+	}
+}
+
+func TestFromResult(t *testing.T) {
+	gt := &v1.GitTarget{Spec: v1.GitTargetSpec{Branch: "main"}}
+	o := fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "0123456789abcdef"}, gt)
+	assert.Equal(t, outcome{reason: v1.ReasonCommitted, ok: true, commit: "0123456789abcdef", branch: "main",
+		message: "Saved as 0123456 on branch main.", applied: o.applied}, o)
+	assert.Equal(t, v1.ReasonNoApplierClaim, o.applied.Reason, "no applier claim: nothing to apply")
+
+	gt.Spec.ApplierRef = &v1.ApplierReference{Kind: v1.ApplierKindFluxClaim, Name: "apps"}
+	assert.Nil(t, fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "x"}, gt).applied,
+		"with a claim, Applied is reported by the applier integration")
+
+	o = fromResult(worker.SaveResult{Outcome: worker.SaveInProgress, Message: "another save is waiting"}, gt)
+	assert.False(t, o.ok)
+	assert.Equal(t, "Another save is waiting.", o.message)
+	assert.True(t, fromResult(worker.SaveResult{Outcome: worker.SaveTargetGone, Message: "gone"}, gt).ok, "NoWindow is benign")
+}
+
+func TestControlClusterFrontEnd(t *testing.T) {
+	cfg := ControlCluster(Config{}, nil, nil)
+	assert.True(t, cfg.Owns(&v1.KubeProvider{Spec: v1.KubeProviderSpec{InCluster: true}}))
+	assert.False(t, cfg.Owns(&v1.KubeProvider{}))
+	_, ok := cfg.Author(&v1.CommitRequest{})
+	assert.False(t, ok)
+	user, ok := cfg.Author(&v1.CommitRequest{Status: v1.CommitRequestStatus{Author: &v1.Author{Username: "alice"}}})
+	assert.True(t, ok)
+	assert.Equal(t, "alice", user)
+}
