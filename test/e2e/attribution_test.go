@@ -97,9 +97,12 @@ func TestUnresolvedAuthor(t *testing.T) {
 	f.waitFile(f.cmPath("orphan"), func(s string) bool { return s != "" }, "written after the grace")
 	assert.Equal(t, []string{attribution.UnresolvedName + " <unresolved@users.reverser.invalid> | Reverser: create ConfigMap " +
 		f.ns + "/orphan"}, f.commitsTouching("orphan"))
-	out := kubectlOK(t, admin, "", "get", "kubeprovider", "elsewhere", "-o",
-		`jsonpath={.status.conditions[?(@.type=="AuditFactsReceived")].reason}`)
-	assert.Equal(t, "NoAuditEvents", strings.TrimSpace(out))
+	// Provider conditions are written every few seconds.
+	eventually(t, 30*time.Second, "the KubeProvider says no audit events arrive", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "kubeprovider", "elsewhere", "-o",
+			`jsonpath={.status.conditions[?(@.type=="AuditFactsReceived")].reason}`)
+		return strings.TrimSpace(out) == "NoAuditEvents", err
+	})
 }
 
 // TestAuditIngressRefusesBadInput: garbage and unauthenticated posts are

@@ -190,9 +190,12 @@ func TestMirrorConfigMapLifecycle(t *testing.T) {
 		assert.NotContains(t, file, "kube-root-ca.crt")
 		assert.NotContains(t, file, "secrets/")
 	}
-	gt := f.gitTarget()
-	require.NotNil(t, gt.Status.LastCommit)
-	require.NotNil(t, gt.Status.LastPush)
+	// The status follows the worker's reports a moment later.
+	var gt v1.GitTarget
+	eventually(t, 30*time.Second, "the GitTarget reports its commits and streams", func() (bool, error) {
+		gt = f.gitTarget()
+		return gt.Status.LastCommit != nil && gt.Status.LastPush != nil && gt.Status.Streams.Running == 3, nil
+	})
 	assert.Equal(t, v1.StreamCounts{Desired: 3, Running: 3}, gt.Status.Streams)
 	assert.Contains(t, conditionMessage(gt.Status.Conditions, v1.ConditionStreamsRunning), "Secrets are not written")
 }
