@@ -65,7 +65,8 @@ func main() {
 	flag.StringVar(&o.auditKey, "audit-tls-private-key-file", "", "key of --audit-tls-cert-file")
 	flag.StringVar(&o.auditClientCA, "audit-client-ca-file", "",
 		"CA whose client certificates may authenticate audit routes that list clientCertificateCommonNames")
-	flag.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 10<<20, "largest audit EventList accepted; larger ones get 413")
+	flag.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 32<<20,
+		"largest audit EventList accepted; larger ones get 413 and their facts are lost (RequestResponse events carry whole objects)")
 	flag.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held; the oldest are dropped first")
 	flag.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
 	flag.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
