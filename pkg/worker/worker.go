@@ -341,12 +341,13 @@ func (w *Worker) step(ctx context.Context) {
 	}
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
-		if t.sweep {
-			w.sweepTarget(t)
-		}
+		// Changes first, so a sweep sees every object the streams delivered.
 		if err := w.resolvePending(t); err != nil {
 			w.fail(fmt.Errorf("committing for %s: %w", key, err))
 			return
+		}
+		if t.sweep {
+			w.sweepTarget(t)
 		}
 		w.attachSaves(t)
 		now = w.clock()
