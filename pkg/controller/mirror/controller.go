@@ -261,7 +261,12 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 		st.source = problemf("KubeProviderNotFound", "KubeProvider %q does not exist: create it or fix spec.kubeProviderRef", gt.Spec.KubeProviderRef.Name)
 		return
 	}
-	if !consumerAllowed(kp, gt.Namespace) {
+	allowed, err := c.consumerAllowed(ctx, kp, gt.Namespace)
+	if err != nil {
+		st.source = asProblem(err, "KubeProviderCheckFailed")
+		return
+	}
+	if !allowed {
 		st.config = problemf("KubeProviderNotLent", "KubeProvider %q does not admit GitTargets from namespace %q: add it to spec.consumerNamespaces",
 			kp.Name, gt.Namespace)
 		return
@@ -402,16 +407,27 @@ func namespaceLent(kp *v1.KubeProvider, ns string) bool {
 	return slices.Contains(kp.Spec.SourceNamespaces, "*") || slices.Contains(kp.Spec.SourceNamespaces, ns)
 }
 
-func consumerAllowed(kp *v1.KubeProvider, ns string) bool {
+// consumerAllowed applies a KubeProvider's consumerNamespaces to the
+// namespace of a GitTarget that wants to use it.
+func (c *Controller) consumerAllowed(ctx context.Context, kp *v1.KubeProvider, ns string) (bool, error) {
 	sel := kp.Spec.ConsumerNamespaces
 	switch {
 	case sel == nil, sel.From == v1.NamespacesFromAll:
-		return true
+		return true, nil
 	case sel.From == v1.NamespacesFromNames:
-		return slices.Contains(sel.Names, ns)
+		return slices.Contains(sel.Names, ns), nil
+	case sel.From == v1.NamespacesFromSelector && sel.Selector != nil:
+		selector, err := metav1.LabelSelectorAsSelector(sel.Selector)
+		if err != nil {
+			return false, err
+		}
+		namespace, err := c.cfg.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("reading the labels of namespace %q: %w", ns, err)
+		}
+		return selector.Matches(labels.Set(namespace.Labels)), nil
 	default:
-		// Selector grants need namespace labels; checked by a later version.
-		return true
+		return false, nil
 	}
 }
 

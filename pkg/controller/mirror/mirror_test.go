@@ -1,13 +1,17 @@
 package mirror
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/watch"
@@ -24,16 +28,31 @@ func TestBranchAllowed(t *testing.T) {
 }
 
 func TestProviderLending(t *testing.T) {
+	kube := fake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"tier": "apps"}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}})
+	c := &Controller{cfg: Config{Kube: kube}}
+	allowed := func(kp *v1.KubeProvider, ns string) bool {
+		ok, err := c.consumerAllowed(context.Background(), kp, ns)
+		require.NoError(t, err)
+		return ok
+	}
 	kp := &v1.KubeProvider{Spec: v1.KubeProviderSpec{SourceNamespaces: []string{"a"},
 		ConsumerNamespaces: &v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"team"}}}}
 	assert.True(t, namespaceLent(kp, "a"))
 	assert.False(t, namespaceLent(kp, "b"))
-	assert.True(t, consumerAllowed(kp, "team"))
-	assert.False(t, consumerAllowed(kp, "other"))
+	assert.True(t, allowed(kp, "team"))
+	assert.False(t, allowed(kp, "other"))
+	kp.Spec.ConsumerNamespaces = &v1.NamespaceSelection{From: v1.NamespacesFromSelector,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "apps"}}}
+	assert.True(t, allowed(kp, "team"), "a selector matches the namespace's labels")
+	assert.False(t, allowed(kp, "other"))
+	_, err := c.consumerAllowed(context.Background(), kp, "missing")
+	assert.Error(t, err, "a namespace that cannot be read is an error, not an admission")
 	kp.Spec.SourceNamespaces = []string{"*"}
 	kp.Spec.ConsumerNamespaces = &v1.NamespaceSelection{From: v1.NamespacesFromAll}
 	assert.True(t, namespaceLent(kp, "b"))
-	assert.True(t, consumerAllowed(kp, "other"))
+	assert.True(t, allowed(kp, "other"))
 }
 
 func TestAsProblemKeepsReasons(t *testing.T) {
