@@ -97,7 +97,10 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 	gr := scope.GVR.GroupResource()
 	var reg cache.ResourceEventHandlerRegistration
 	snapshot := func() bool { return reg == nil || !reg.HasSynced() }
-	upsert := func(obj any) {
+	// upsert hands the new document of obj to the sink; with old, only when
+	// it differs from old's (status and runtime churn write nothing). Each
+	// object is sanitized once.
+	upsert := func(obj, old any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return
@@ -113,6 +116,12 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 			klog.FromContext(ctx).Error(err, "Cannot write object", "scope", scope.String(), "object", klog.KObj(u))
 			return
 		}
+		if o, ok := old.(*unstructured.Unstructured); ok {
+			if before, err := Sanitize(gr, o); err == nil && string(before) == string(content) {
+				metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
+				return
+			}
+		}
 		metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
 		ch := change(scope.GVR, base, u, content)
 		ch.Snapshot = snapshot()
@@ -120,21 +129,8 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 	}
 	var err error
 	reg, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { upsert(obj) },
-		UpdateFunc: func(oldObj, newObj any) {
-			o, okOld := oldObj.(*unstructured.Unstructured)
-			n, okNew := newObj.(*unstructured.Unstructured)
-			if okOld && okNew {
-				// Status and other runtime churn: nothing to write.
-				if a, err := Sanitize(gr, o); err == nil {
-					if b, err := Sanitize(gr, n); err == nil && string(a) == string(b) {
-						metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
-						return
-					}
-				}
-			}
-			upsert(newObj)
-		},
+		AddFunc:    func(obj any) { upsert(obj, nil) },
+		UpdateFunc: func(oldObj, newObj any) { upsert(newObj, oldObj) },
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj

@@ -131,28 +131,33 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 }
 
 func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res watch.Resolution) {
-	status := ruleStatus(wr.Status, wr.Generation, res)
-	if apiequality.Semantic.DeepEqual(status, wr.Status) {
-		return
-	}
-	updated := wr.DeepCopy()
-	updated.Status = status
-	if _, err := c.cfg.Reverser.ReverserV1alpha1().WatchRules(wr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil &&
-		!apierrors.IsConflict(err) {
-		klog.FromContext(ctx).Error(err, "Writing WatchRule status", "watchRule", klog.KObj(wr))
-	}
+	writeRule(ctx, wr, &wr.Status, wr.Generation, res, func(status v1.WatchRuleStatus) error {
+		updated := wr.DeepCopy()
+		updated.Status = status
+		_, err := c.cfg.Reverser.ReverserV1alpha1().WatchRules(wr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res watch.Resolution) {
-	status := ruleStatus(cwr.Status, cwr.Generation, res)
-	if apiequality.Semantic.DeepEqual(status, cwr.Status) {
+	writeRule(ctx, cwr, &cwr.Status, cwr.Generation, res, func(status v1.WatchRuleStatus) error {
+		updated := cwr.DeepCopy()
+		updated.Status = status
+		_, err := c.cfg.Reverser.ReverserV1alpha1().ClusterWatchRules().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// writeRule writes a rule's resolution when it differs from what the rule
+// says; a conflict is left to the next reconcile.
+func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus, generation int64, res watch.Resolution,
+	update func(v1.WatchRuleStatus) error) {
+	status := ruleStatus(*cur, generation, res)
+	if apiequality.Semantic.DeepEqual(status, *cur) {
 		return
 	}
-	updated := cwr.DeepCopy()
-	updated.Status = status
-	if _, err := c.cfg.Reverser.ReverserV1alpha1().ClusterWatchRules().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil &&
-		!apierrors.IsConflict(err) {
-		klog.FromContext(ctx).Error(err, "Writing ClusterWatchRule status", "clusterWatchRule", klog.KObj(cwr))
+	if err := update(status); err != nil && !apierrors.IsConflict(err) {
+		klog.FromContext(ctx).Error(err, "Writing rule status", "rule", klog.KObj(obj))
 	}
 }
 
