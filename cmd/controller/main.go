@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -46,6 +48,8 @@ type options struct {
 	auditMaxFacts                                 int
 	auditTTL, grace                               time.Duration
 	commitRequestTTL, collect                     time.Duration
+	secretNamespace                               string
+	auditMaxInFlight                              int
 }
 
 func main() {
@@ -75,6 +79,10 @@ func main() {
 		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
 	flag.DurationVar(&o.collect, "commit-request-collect-delay", 0,
 		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
+	flag.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
+		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
+	flag.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
+		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
 	flag.Parse()
 	if o.collect == 0 {
 		o.collect = o.grace
@@ -104,9 +112,20 @@ func run(ctx context.Context, o options) error {
 	}
 	facts := attribution.NewIndex(o.auditMaxFacts, o.auditTTL)
 	factory := informers.NewSharedInformerFactory(rev, 0)
+	// Rules and saves are checked again with SubjectAccessReviews; answers
+	// are cached for well under a resync, so a withdrawn right stops a rule
+	// within one.
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: kube.AuthorizationV1(),
+		AllowCacheTTL:             min(o.resync/3, 10*time.Second), DenyCacheTTL: min(o.resync/3, 5*time.Second),
+		WebhookRetryBackoff: genericoptions.DefaultAuthWebhookRetryBackoff(),
+	}.New()
+	if err != nil {
+		return fmt.Errorf("building the authorizer: %w", err)
+	}
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
-		Factory: factory})
-	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, TTL: o.commitRequestTTL,
+		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace})
+	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 		Collect: o.collect, Savers: func(target string) (commitrequest.Saver, string, bool) {
 			w, domain, ok := c.Saver(target)
 			if !ok {
@@ -115,8 +134,7 @@ func run(ctx context.Context, o options) error {
 			return w, domain, true
 		}}, rev, factory))
 	if o.auditAddr != "" {
-		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody,
-			Routes: func(name string) (attribution.Route, bool) { return c.AuditRoute(ctx, name) }}
+		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
 		if err := serveAudit(ctx, o, ingress); err != nil {
 			return err
 		}

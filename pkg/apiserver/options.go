@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
@@ -29,6 +31,7 @@ import (
 	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/generated/openapi"
 	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/pkg/watch"
 )
 
 // EtcdPrefix is where our objects live in etcd.
@@ -150,6 +153,7 @@ func (o *Options) config() (*Config, error) {
 	}
 
 	var nsLabels admission.NamespaceLabels
+	var served admission.Served
 	if sc.ClientConfig != nil {
 		kube, err := kubernetes.NewForConfig(sc.ClientConfig)
 		if err != nil {
@@ -162,15 +166,26 @@ func (o *Options) config() (*Config, error) {
 			}
 			return ns.Labels, nil
 		}
+		served = admission.CachedServed(30*time.Second, func(context.Context) (watch.Served, error) {
+			groups, lists, err := kube.Discovery().ServerGroupsAndResources()
+			if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+				return watch.Served{}, err
+			}
+			return watch.NewServed(groups, lists), nil
+		})
 	}
 	save := admission.NewSave(sc.Authorization.Authorizer, nsLabels)
-	if err := save.ValidateInitialization(); err != nil {
-		return nil, err
+	rules := admission.NewRules(sc.Authorization.Authorizer, served)
+	for _, p := range []genericadmission.InitializationValidator{save, rules} {
+		if err := p.ValidateInitialization(); err != nil {
+			return nil, err
+		}
 	}
+	ours := genericadmission.NewChainHandler(save, rules)
 	if sc.AdmissionControl == nil {
-		sc.AdmissionControl = save
+		sc.AdmissionControl = ours
 	} else {
-		sc.AdmissionControl = genericadmission.NewChainHandler(sc.AdmissionControl, save)
+		sc.AdmissionControl = genericadmission.NewChainHandler(sc.AdmissionControl, ours)
 	}
 
 	if o.Standalone && o.WriteKubeconfig != "" {
@@ -178,7 +193,7 @@ func (o *Options) config() (*Config, error) {
 			return nil, err
 		}
 	}
-	return &Config{GenericConfig: sc, Save: save}, nil
+	return &Config{GenericConfig: sc, Save: save, Rules: rules}, nil
 }
 
 // prepareStandalone turns the delegating options into a self-contained

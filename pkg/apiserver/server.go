@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,8 +50,10 @@ func init() {
 // Config is a complete server configuration.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
-	// Save is the admission plugin for CommitRequests; New wires its storage.
-	Save *admission.Save
+	// Save is the admission plugin for CommitRequests and Rules the one for
+	// WatchRules and ClusterWatchRules; New wires their storage.
+	Save  *admission.Save
+	Rules *admission.Rules
 }
 
 // Server is a running reverser-apiserver.
@@ -64,16 +67,34 @@ func (c *Config) New() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building generic server: %w", err)
 	}
-	storage, gitTargets, err := newStorage(c.GenericConfig.RESTOptionsGetter)
+	storage, err := newStorage(c.GenericConfig.RESTOptionsGetter)
 	if err != nil {
 		return nil, err
 	}
-	c.Save.SetGitTargetGetter(func(ctx context.Context, namespace, name string) (*reverser.GitTarget, error) {
-		obj, err := gitTargets.Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
+	gitTarget := func(ctx context.Context, namespace, name string) (*reverser.GitTarget, error) {
+		obj, err := storage[gittarget.Kind.Resource].(*registry.REST).Get(genericapirequest.WithNamespace(ctx, namespace), name, &metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
 		return obj.(*reverser.GitTarget), nil
+	}
+	c.Save.SetGitTargetGetter(gitTarget)
+	c.Rules.SetRemoteSource(func(ctx context.Context, namespace, name string) (bool, error) {
+		gt, err := gitTarget(ctx, namespace, name)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		obj, err := storage[kubeprovider.Kind.Resource].(*registry.REST).Get(ctx, gt.Spec.KubeProviderRef.Name, &metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return !obj.(*reverser.KubeProvider).Spec.InCluster, nil
 	})
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(reverser.GroupName, Scheme, metav1.ParameterCodec, Codecs)
@@ -86,18 +107,14 @@ func (c *Config) New() (*Server, error) {
 }
 
 // newStorage builds every kind's storage and status subresource.
-func newStorage(opts generic.RESTOptionsGetter) (map[string]rest.Storage, *registry.REST, error) {
+func newStorage(opts generic.RESTOptionsGetter) (map[string]rest.Storage, error) {
 	storage := map[string]rest.Storage{}
-	var gitTargets *registry.REST
 	add := func(resource string, main *registry.REST, status *registry.StatusREST, err error) error {
 		if err != nil {
 			return err
 		}
 		storage[resource] = main
 		storage[resource+"/status"] = status
-		if resource == gittarget.Kind.Resource {
-			gitTargets = main
-		}
 		return nil
 	}
 	for _, err := range []error{
@@ -111,10 +128,10 @@ func newStorage(opts generic.RESTOptionsGetter) (map[string]rest.Storage, *regis
 		addKind(add, argocdclaim.Kind, opts),
 	} {
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return storage, gitTargets, nil
+	return storage, nil
 }
 
 func addKind[T registry.Object](add func(string, *registry.REST, *registry.StatusREST, error) error, k *registry.Kind[T],

@@ -2,6 +2,9 @@
 // branch worker, commits built from the previous tree plus the changed
 // entries (never a worktree scan, so a commit costs what it changes, not
 // what the repository holds), fetch, and push with rejection detection.
+//
+// Errors that may quote the remote's URL go through Redact, so that no
+// credentials reach status messages or logs.
 package gitrepo
 
 import (
@@ -53,11 +56,11 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 		r, err = git.PlainInit(dir, true)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening local repository %s: %w", dir, err)
+		return nil, Redact(fmt.Errorf("opening local repository %s: %w", dir, err))
 	}
 	_ = r.DeleteRemote(remoteName)
 	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
-		return nil, fmt.Errorf("configuring remote: %w", err)
+		return nil, Redact(fmt.Errorf("configuring remote %s: %w", RedactURL(url), err))
 	}
 	return &Repo{repo: r, url: url, branch: branch, auth: auth}, nil
 }
@@ -65,8 +68,8 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 // SetAuth replaces the credentials used for the remote.
 func (r *Repo) SetAuth(auth transport.AuthMethod) { r.auth = auth }
 
-// URL is the remote's address.
-func (r *Repo) URL() string { return r.url }
+// URL is the remote's address as RedactURL shows it, for logs and messages.
+func (r *Repo) URL() string { return RedactURL(r.url) }
 
 // Branch is the branch this repository mirrors.
 func (r *Repo) Branch() string { return r.branch }
@@ -85,11 +88,11 @@ func (r *Repo) Fetch(ctx context.Context) (plumbing.Hash, error) {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), isMissingRef(err):
 		return plumbing.ZeroHash, nil
 	default:
-		return plumbing.ZeroHash, fmt.Errorf("fetching %s from %s: %w", r.branch, r.url, err)
+		return plumbing.ZeroHash, Redact(fmt.Errorf("fetching %s from %s: %w", r.branch, RedactURL(r.url), err))
 	}
 	ref, err := r.repo.Reference(r.remoteRef(), true)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("reading fetched %s: %w", r.branch, err)
+		return plumbing.ZeroHash, Redact(fmt.Errorf("reading fetched %s: %w", r.branch, err))
 	}
 	return ref.Hash(), nil
 }
@@ -114,7 +117,7 @@ func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
 		strings.Contains(err.Error(), "fetch first"):
 		return ErrRejected
 	default:
-		return fmt.Errorf("pushing %s to %s: %w", r.branch, r.url, err)
+		return Redact(fmt.Errorf("pushing %s to %s: %w", r.branch, RedactURL(r.url), err))
 	}
 	// Record what the remote now holds, as a fetch would.
 	return r.repo.Storer.SetReference(plumbing.NewHashReference(r.remoteRef(), head))

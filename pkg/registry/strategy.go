@@ -43,6 +43,9 @@ type Kind[T Object] struct {
 
 	// PrepareForCreate runs after status is cleared; it may fill server-set fields.
 	PrepareForCreate func(ctx context.Context, obj T)
+	// PrepareForUpdate runs after status is restored on an update of the
+	// main resource; it may fill server-set fields.
+	PrepareForUpdate func(ctx context.Context, obj, old T)
 	// PrepareStatusUpdate runs after spec is restored on a status write; it
 	// may restore status fields that nobody may change.
 	PrepareStatusUpdate func(obj, old T)
@@ -79,12 +82,20 @@ func (s strategy[T]) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	}
 }
 
-func (s strategy[T]) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+func (s strategy[T]) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	o, prev := obj.(T), old.(T)
 	setField(o, "Status", fieldOf(prev, "Status"))
-	if !apiequality.Semantic.DeepEqual(fieldOf(o, "Spec").Interface(), fieldOf(prev, "Spec").Interface()) {
+	if SpecChanged(o, prev) {
 		o.SetGeneration(prev.GetGeneration() + 1)
 	}
+	if s.kind.PrepareForUpdate != nil {
+		s.kind.PrepareForUpdate(ctx, o, prev)
+	}
+}
+
+// SpecChanged says whether an update changes the spec.
+func SpecChanged(obj, old Object) bool {
+	return !apiequality.Semantic.DeepEqual(fieldOf(obj, "Spec").Interface(), fieldOf(old, "Spec").Interface())
 }
 
 func (s strategy[T]) Validate(_ context.Context, obj runtime.Object) field.ErrorList {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +50,9 @@ type Change struct {
 	// fact is joined on.
 	GVR                              schema.GroupVersionResource
 	Namespace, Name, ResourceVersion string
+	// UID of the object; a delete's audit fact is joined on it, since a
+	// deleted name may be reused by a new object.
+	UID types.UID
 	// Snapshot marks the stream's initial state: what the cluster held when
 	// the stream started, not an edit anybody made just now.
 	Snapshot bool
@@ -64,6 +68,7 @@ func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstru
 	return Change{
 		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
 		GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
+		UID: u.GetUID(),
 	}
 }
 

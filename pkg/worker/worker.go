@@ -84,7 +84,7 @@ type target struct {
 	desired map[string]doc
 	windows map[gitrepo.Signature]*window
 	// pending changes wait for their author, in arrival order.
-	pending []watch.Change
+	pending []pendingChange
 	retryAt time.Time
 	// saves wait for, or collect, their author's window.
 	saves []*SaveRequest
@@ -92,6 +92,13 @@ type target struct {
 	// they must be swept against the current head.
 	synced []watch.Scope
 	sweep  bool
+}
+
+// pendingChange is a change waiting to join its author's window. Once its
+// author is known it is kept here, since a fact is handed out only once.
+type pendingChange struct {
+	watch.Change
+	author *gitrepo.Signature
 }
 
 type doc struct {
@@ -178,7 +185,7 @@ func (w *Worker) RemoveTarget(ctx context.Context, key string) {
 func (w *Worker) Change(ctx context.Context, key string, ch watch.Change) {
 	w.do(ctx, func() {
 		if t, ok := w.targets[key]; ok {
-			t.pending = append(t.pending, ch)
+			t.pending = append(t.pending, pendingChange{Change: ch})
 		}
 	})
 }
@@ -225,26 +232,33 @@ func (w *Worker) resolvePending(t *target) error {
 	t.retryAt = time.Time{}
 	blocked := map[string]bool{}
 	kept := t.pending[:0]
-	for i, ch := range t.pending {
+	for i := range t.pending {
+		ch := &t.pending[i]
 		if blocked[ch.Path] {
-			kept = append(kept, ch)
+			kept = append(kept, *ch)
 			continue
 		}
 		author, ready := w.committer, true
 		var retryAt time.Time
-		if t.cfg.Authors != nil {
-			author, ready, retryAt = t.cfg.Authors.Author(ch, now)
+		switch {
+		case ch.author != nil:
+			author = *ch.author
+		case t.cfg.Authors != nil:
+			author, ready, retryAt = t.cfg.Authors.Author(ch.Change, now)
+		}
+		if ready {
+			ch.author = &author
 		}
 		if !ready {
 			blocked[ch.Path] = true
-			kept = append(kept, ch)
+			kept = append(kept, *ch)
 			if t.retryAt.IsZero() || retryAt.Before(t.retryAt) {
 				t.retryAt = retryAt
 			}
 			continue
 		}
-		if err := w.apply(t, ch, author); err != nil {
-			t.pending = append(kept, t.pending[i:]...)
+		if err := w.apply(t, ch.Change, author); err != nil {
+			t.pending = append(kept, t.pending[i:]...) // keeps the author it resolved
 			return err
 		}
 	}

@@ -113,6 +113,10 @@ rules:
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, create, update]
+# Rules and saves are checked again for the users who authorised them.
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
 - apiGroups: ["*"]
   resources: ["*"]
   verbs: [get, list, watch]
@@ -121,6 +125,23 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: {name: reverser-controller}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-controller}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-controller}
+---
+# KubeProviders' Secrets (kubeconfigs, audit tokens) live here only; the
+# controller keeps them in an informer cache.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reverser-controller-secrets, namespace: ` + ReverserNamespace + `}
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reverser-controller-secrets, namespace: ` + ReverserNamespace + `}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reverser-controller-secrets}
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-controller}
 ---

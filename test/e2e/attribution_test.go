@@ -18,6 +18,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"reverser.dev/reverser/pkg/attribution"
 )
@@ -95,7 +98,7 @@ func TestUnresolvedAuthor(t *testing.T) {
 	f.waitReady()
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "orphan", "--from-literal=a=1")
 	f.waitFile(f.cmPath("orphan"), func(s string) bool { return s != "" }, "written after the grace")
-	assert.Equal(t, []string{attribution.UnresolvedName + " <unresolved@users.reverser.invalid> | Reverser: create ConfigMap " +
+	assert.Equal(t, []string{attribution.UnresolvedName + " <attribution=unresolved@users.reverser.invalid> | Reverser: create ConfigMap " +
 		f.ns + "/orphan"}, f.commitsTouching("orphan"))
 	// Provider conditions are written every few seconds.
 	eventually(t, 30*time.Second, "the KubeProvider says no audit events arrive", func() (bool, error) {
@@ -119,7 +122,7 @@ func TestAuditIngressRefusesBadInput(t *testing.T) {
 	tokenBytes, err := base64.StdEncoding.DecodeString(token)
 	require.NoError(t, err)
 
-	post := func(url, bearer, body string) int {
+	post := func(url, bearer, body string) (int, string) {
 		req, err := http.NewRequest(http.MethodPost, url, bytes.NewBufferString(body))
 		require.NoError(t, err)
 		if bearer != "" {
@@ -128,17 +131,29 @@ func TestAuditIngressRefusesBadInput(t *testing.T) {
 		resp, err := client.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode
+		answer, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(answer)
 	}
 	before := metric(t, `reverser_audit_requests_total{code="400",route="local"}`)
-	beforeUnauth := metric(t, `reverser_audit_requests_total{code="401",route="local"}`)
-	assert.Equal(t, http.StatusBadRequest, post(env.AuditWebhookURL, string(tokenBytes), "{not json"))
-	assert.Equal(t, http.StatusUnauthorized, post(env.AuditWebhookURL, "", `{"kind":"EventList","items":[]}`))
-	assert.Equal(t, http.StatusUnauthorized, post(env.AuditWebhookURL, "forged", `{"kind":"EventList","items":[]}`))
-	assert.Equal(t, http.StatusNotFound, post(strings.Replace(env.AuditWebhookURL, "/local", "/nobody", 1), string(tokenBytes), "{}"))
+	beforeUnauth := metric(t, `reverser_audit_requests_total{code="401",route="unknown"}`)
+	code, _ := post(env.AuditWebhookURL, string(tokenBytes), "{not json")
+	assert.Equal(t, http.StatusBadRequest, code)
+	// Every unauthenticated post gets the same answer, whether or not the
+	// route exists (finding 5: 401 against 404 told which providers exist).
+	code, body := post(env.AuditWebhookURL, "", `{"kind":"EventList","items":[]}`)
+	assert.Equal(t, http.StatusUnauthorized, code)
+	for _, attempt := range [][2]string{
+		{env.AuditWebhookURL, "forged"},
+		{strings.Replace(env.AuditWebhookURL, "/local", "/nobody", 1), string(tokenBytes)},
+		{strings.Replace(env.AuditWebhookURL, "/local", "/nobody", 1), ""},
+	} {
+		c, b := post(attempt[0], attempt[1], `{"kind":"EventList","items":[]}`)
+		assert.Equal(t, http.StatusUnauthorized, c, attempt[0])
+		assert.Equal(t, body, b, "the same body for %s", attempt[0])
+	}
 	assert.Equal(t, before+1, metric(t, `reverser_audit_requests_total{code="400",route="local"}`))
-	assert.Equal(t, beforeUnauth+2, metric(t, `reverser_audit_requests_total{code="401",route="local"}`))
+	assert.Equal(t, beforeUnauth+4, metric(t, `reverser_audit_requests_total{code="401",route="unknown"}`),
+		"only authenticated requests are counted under their route")
 
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "after-garbage", "--from-literal=a=1")
 	f.waitFile(f.cmPath("after-garbage"), func(s string) bool { return s != "" }, "mirroring goes on")
@@ -163,4 +178,97 @@ func metric(t *testing.T, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestAuthorsAreExact (finding 4): a delete is attributed to whoever deleted
+// that very object, not an earlier one of the same name; a no-op write
+// steals nobody's edit; deletecollection and /scale are attributed; a user
+// name cannot forge an author address or inject headers.
+func TestAuthorsAreExact(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	present := func(string) func(string) bool { return func(s string) bool { return s != "" } }
+	gone := func(s string) bool { return s == "" }
+
+	// Same name, two lives, two deleters.
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "again", "--from-literal=a=1")
+	f.waitFile(f.cmPath("again"), present("again"), "alice's create")
+	kubectlOK(t, alice, "", "delete", "configmap", "-n", f.ns, "again")
+	f.waitFile(f.cmPath("again"), gone, "alice's delete")
+	kubectlOK(t, bob, "", "create", "configmap", "-n", f.ns, "again", "--from-literal=a=2")
+	f.waitFile(f.cmPath("again"), present("again"), "bob's create")
+	kubectlOK(t, bob, "", "delete", "configmap", "-n", f.ns, "again")
+	f.waitFile(f.cmPath("again"), gone, "bob's delete")
+	assert.Equal(t, []string{
+		"alice <alice@users.reverser.invalid> | Reverser: create ConfigMap " + f.ns + "/again",
+		"alice <alice@users.reverser.invalid> | Reverser: delete ConfigMap " + f.ns + "/again",
+		"bob <bob@users.reverser.invalid> | Reverser: create ConfigMap " + f.ns + "/again",
+		"bob <bob@users.reverser.invalid> | Reverser: delete ConfigMap " + f.ns + "/again",
+	}, f.commitsTouching("again"))
+
+	// bob repeats alice's patch right after her: his write changes nothing
+	// and gets the same resourceVersion; the edit stays hers.
+	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "noop", "--from-literal=v=1")
+	f.waitFile(f.cmPath("noop"), present("noop"), "created")
+	patch := `{"data":{"v":"2"}}`
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", f.ns, "noop", "--type=merge", "-p", patch)
+	kubectlOK(t, bob, "", "patch", "configmap", "-n", f.ns, "noop", "--type=merge", "-p", patch)
+	f.waitFile(f.cmPath("noop"), func(s string) bool { return strings.Contains(s, `v: "2"`) }, "the edit written")
+	assert.Equal(t, "alice <alice@users.reverser.invalid> | Reverser: update ConfigMap "+f.ns+"/noop", f.commitsTouching("noop")[1])
+
+	// deletecollection, as alice.
+	for _, n := range []string{"bulk-1", "bulk-2"} {
+		kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, n, "--from-literal=a=1")
+		kubectlOK(t, admin, "", "label", "configmap", "-n", f.ns, n, "bulk=yes")
+		f.waitFile(f.cmPath(n), present(n), n+" written")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAlice)
+	require.NoError(t, err)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	require.NoError(t, kube.CoreV1().ConfigMaps(f.ns).DeleteCollection(t.Context(), metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: "bulk=yes"}))
+	f.waitFile(f.cmPath("bulk-1"), gone, "bulk-1 deleted")
+	f.waitFile(f.cmPath("bulk-2"), gone, "bulk-2 deleted")
+	for _, n := range []string{"bulk-1", "bulk-2"} {
+		commits := f.commitsTouching(n)
+		require.NotEmpty(t, commits)
+		last := commits[len(commits)-1]
+		assert.True(t, strings.HasPrefix(last, "alice <alice@users.reverser.invalid> | "), "deletecollection is attributed: %s", last)
+	}
+
+	// kubectl scale writes through the /scale subresource.
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: scaler, namespace: %[1]s}
+rules:
+- apiGroups: [apps]
+  resources: [deployments, deployments/scale]
+  verbs: [get, patch, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: scaler, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: scaler}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
+`, f.ns), "apply", "--server-side", "-f", "-")
+	createDeployment(t, f.ns)
+	deployment := filepath.Join(mirrorPath, f.ns, "apps", "deployments", "web.yaml")
+	f.waitFile(deployment, func(s string) bool { return s != "" }, "the Deployment written")
+	kubectlOK(t, alice, "", "scale", "deployment", "-n", f.ns, "web", "--replicas=3")
+	f.waitFile(deployment, func(s string) bool { return strings.Contains(s, "replicas: 3") }, "the scale written")
+	log := f.authorsOf()
+	assert.Equal(t, "alice <alice@users.reverser.invalid> | Reverser: update Deployment "+f.ns+"/web", log[len(log)-1])
+
+	// A user name that looks like an address with a display name: it stays a
+	// name, and its address is the mapped one, not the one it contains.
+	forger := "Eve <ceo@corp.example>"
+	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "forged", "--from-literal=a=1", "--as", forger)
+	f.waitFile(f.cmPath("forged"), present("forged"), "the forger's create")
+	id := attribution.Identity(forger, "")
+	assert.NotContains(t, id.Email, "ceo@corp.example")
+	out, err := exec.Command("git", "-C", f.bare, "log", "-1", "--format=%an|%ae", "main", "--", f.cmPath("forged")).Output()
+	require.NoError(t, err)
+	assert.Equal(t, id.Name+"|"+id.Email, strings.TrimSpace(string(out)))
+	assert.Equal(t, "Eve %3Cceo@corp.example%3E", id.Name)
 }

@@ -233,7 +233,7 @@ func TestMirrorIgnoresStatusChurn(t *testing.T) {
 }
 
 func TestMirrorClusterScoped(t *testing.T) {
-	f := newMirror(t, configMapRule, "")
+	f := newMirror(t, configMapRule, "  acceptClusterWatchRules: [\"*\"]")
 	role := uniqueName("e2e-viewer")
 	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: ClusterWatchRule
@@ -366,7 +366,7 @@ func TestMirrorGitCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, creds.Close())
 
-	f := newMirrorWith(t, mirrorOptions{rules: configMapRule, providerSpec: "  secretRef: {name: git-credentials}", private: true})
+	f := newMirrorWith(t, mirrorOptions{rules: configMapRule, providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true", private: true})
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials",
 		"--from-literal=username="+user, "--from-literal=password=wrong-password")
 	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=a=1")

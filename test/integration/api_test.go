@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/apiserver"
 )
 
 // TestAPI runs the API's behaviours against one server.
@@ -30,6 +31,52 @@ func TestAPI(t *testing.T) {
 	t.Run("StatusValidation", func(t *testing.T) { testStatusValidation(t, s) })
 	t.Run("FieldSelector", func(t *testing.T) { testFieldSelector(t, s) })
 	t.Run("Table", func(t *testing.T) { testTable(t, s, authz) })
+	t.Run("RuleAuthorization", func(t *testing.T) { testRuleAuthorization(t, s, authz) })
+}
+
+// testRuleAuthorization: whoever writes a rule's spec must be allowed to
+// list and watch what it selects, and is recorded in status.authorizedBy,
+// which nobody can write.
+func testRuleAuthorization(t *testing.T, s *testServer, authz *testAuthz) {
+	ctx := ctxT(t)
+	eve := s.as("eve", "tenants")
+	rule := watchRule("eve-rule")
+	rule.Spec.SourceNamespace = "kube-system"
+	_, err := eve.WatchRules(ns).Create(ctx, rule, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "a tenant may not mirror a namespace she cannot read: %v", err)
+	assert.Contains(t, err.Error(), `user "eve" may not read what the rule selects: it lacks list configmaps in namespace kube-system`)
+
+	rule.Spec.SourceNamespace = ""
+	_, err = eve.WatchRules(ns).Create(ctx, rule, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "not even her own namespace without list and watch: %v", err)
+
+	authz.grantRead("eve", ns, "configmaps")
+	created, err := eve.WatchRules(ns).Create(ctx, rule, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, created.Status.AuthorizedBy)
+	assert.Equal(t, "eve", created.Status.AuthorizedBy.Username)
+
+	forged := created.DeepCopy()
+	forged.Status.AuthorizedBy = &v1.Author{Username: "system:admin"}
+	updated, err := s.adminClient().WatchRules(ns).UpdateStatus(ctx, forged, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "eve", updated.Status.AuthorizedBy.Username, "a status write cannot change who authorised the rule")
+
+	updated.Labels = map[string]string{"team": "a"}
+	updated, err = s.adminClient().WatchRules(ns).Update(ctx, updated, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "eve", updated.Status.AuthorizedBy.Username, "a metadata change keeps the author")
+
+	updated.Spec.SourceNamespace = "kube-system"
+	_, err = eve.WatchRules(ns).Update(ctx, updated, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "an update is checked like a create: %v", err)
+	updated, err = s.adminClient().WatchRules(ns).Update(ctx, updated, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, apiserver.AdminUser, updated.Status.AuthorizedBy.Username, "a spec change is authorised by whoever made it")
+
+	_, err = eve.ClusterWatchRules().Create(ctx, clusterWatchRule("eve-cluster"), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "cluster-wide reads need cluster-wide rights: %v", err)
+	assert.Contains(t, err.Error(), "list clusterroles.rbac.authorization.k8s.io (cluster-wide)")
 }
 
 func testDefaults(t *testing.T, s *testServer) {
@@ -44,14 +91,7 @@ func testDefaults(t *testing.T, s *testServer) {
 	require.NoError(t, err)
 	assert.Equal(t, v1.CommitRequestsIgnore, kp.Spec.CommitRequests)
 	assert.Equal(t, &v1.NamespaceSelection{From: v1.NamespacesFromAll}, kp.Spec.ConsumerNamespaces)
-	assert.Equal(t, []string{"*"}, kp.Spec.SourceNamespaces)
-	lendsNothing := kubeProvider("lends-nothing")
-	lendsNothing.Spec.SourceNamespaces = []string{}
-	_, err = c.KubeProviders().Create(ctx, lendsNothing, metav1.CreateOptions{})
-	require.NoError(t, err)
-	lendsNothing, err = c.KubeProviders().Get(ctx, "lends-nothing", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, []string{}, lendsNothing.Spec.SourceNamespaces, "an explicit empty list is not widened to \"*\"")
+	assert.Empty(t, kp.Spec.Lend, "a provider lends each consumer namespace only itself unless it says more")
 
 	gt, err := c.GitTargets(ns).Create(ctx, gitTarget("defaults"), metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -133,7 +133,9 @@ func TestEveryKindCRUD(t *testing.T) {
 	}.run)
 	t.Run("KubeProvider", crud[*v1.KubeProvider, *v1.KubeProviderList, *ac.KubeProviderApplyConfiguration]{
 		client: c.KubeProviders(), obj: kubeProvider("local"), specMutable: true,
-		mutate: func(o *v1.KubeProvider) { o.Spec.SourceNamespaces = []string{"team-a"} },
+		mutate: func(o *v1.KubeProvider) {
+			o.Spec.Lend = []v1.NamespaceLoan{{SourceNamespaces: []string{"team-a"}, To: v1.NamespaceSelection{From: v1.NamespacesFromAll}}}
+		},
 		labelApply: func(n string, l map[string]string) *ac.KubeProviderApplyConfiguration {
 			return ac.KubeProvider(n).WithLabels(l)
 		},

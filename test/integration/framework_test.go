@@ -133,14 +133,23 @@ func withDefaults(cfg *rest.Config) *rest.Config {
 }
 
 // testAuthz stands in for kube-apiserver's RBAC: system:masters may do
-// anything; members of "devs" may do anything but save; save is granted per
-// (user, namespace, name), "*" meaning every name.
+// anything; members of "devs" may do anything but save; members of
+// "tenants" may do anything in reverser.dev but save, and read (list, watch)
+// only what grantRead gives them; save is granted per (user, namespace,
+// name), "*" meaning every name.
 type testAuthz struct {
 	mu    sync.Mutex
 	saves map[string]bool
+	reads map[string]bool
 }
 
-func newTestAuthz() *testAuthz { return &testAuthz{saves: map[string]bool{}} }
+func newTestAuthz() *testAuthz { return &testAuthz{saves: map[string]bool{}, reads: map[string]bool{}} }
+
+func (a *testAuthz) grantRead(user, namespace, resource string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reads[user+"/"+namespace+"/"+resource] = true
+}
 
 func (a *testAuthz) grantSave(user, namespace, name string) {
 	a.mu.Lock()
@@ -173,6 +182,17 @@ func (a *testAuthz) Authorize(_ context.Context, attrs authorizer.Attributes) (a
 	}
 	if has("devs") {
 		return authorizer.DecisionAllow, "", nil
+	}
+	if has("tenants") {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		switch {
+		case attrs.GetAPIGroup() == "reverser.dev":
+			return authorizer.DecisionAllow, "", nil
+		case (attrs.GetVerb() == "list" || attrs.GetVerb() == "watch") &&
+			a.reads[attrs.GetUser().GetName()+"/"+attrs.GetNamespace()+"/"+attrs.GetResource()]:
+			return authorizer.DecisionAllow, "", nil
+		}
 	}
 	return authorizer.DecisionNoOpinion, "", nil
 }

@@ -62,6 +62,12 @@ type GitTargetSpec struct {
 	// +optional
 	// +listType=atomic
 	AllowedCommitRequests []CommitRequestGrant `json:"allowedCommitRequests"`
+	// acceptClusterWatchRules names the ClusterWatchRules whose objects this
+	// target accepts ("*" accepts all). Omitted accepts none: a
+	// ClusterWatchRule feeds a GitTarget only when the target agrees.
+	// +optional
+	// +listType=set
+	AcceptClusterWatchRules []string `json:"acceptClusterWatchRules,omitempty"`
 	// applierRef names the FluxClaim or ArgoCDClaim, in this namespace, whose
 	// applier deploys this branch. Reverser then decides when it applies.
 	// +optional
@@ -255,6 +261,12 @@ type WatchRuleStatus struct {
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	// authorizedBy is the user whose rights the rule reads with: the one who
+	// created it or last changed its spec, written by the API server after it
+	// checked that they may list and watch what the rule selects. Clients
+	// cannot set or change it; the controller checks it again on every resync.
+	// +optional
+	AuthorizedBy *Author `json:"authorizedBy,omitempty"`
 	// resolved lists the group/version/resources the rules matched.
 	// +optional
 	// +listType=set

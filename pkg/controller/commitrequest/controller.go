@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -71,8 +73,15 @@ type Config struct {
 	// yet. Nil: status.author, as our API server stamps it.
 	Author func(*v1.CommitRequest) (username string, ok bool)
 	// Kube reads namespace labels for Selector grants.
-	Kube   kubernetes.Interface
-	Savers Savers
+	Kube kubernetes.Interface
+	// Authorizer, when set, checks again at the claim that the author may
+	// still save the GitTarget (verb "save" on gittargets): the API server
+	// checked at create, but the right may have been withdrawn since, or the
+	// request may have waited for a GitTarget that did not exist yet. Only
+	// the control-cluster path sets it: a source cluster's users are not this
+	// cluster's.
+	Authorizer authorizer.Authorizer
+	Savers     Savers
 	// TTL is how long a finished request stays before it is deleted.
 	TTL time.Duration
 	// Collect keeps a saved window open this long after the save attaches,
@@ -268,6 +277,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if !known {
 		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonAuthorUnresolved, message: "nobody is known to have made this request"})
 	}
+	if ready == nil && c.cfg.Authorizer != nil && cr.Status.Author != nil {
+		if refusal, err := c.maySave(ctx, cr.Status.Author, gt); err != nil || refusal != "" {
+			if err != nil {
+				return 0, err
+			}
+			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: refusal})
+		}
+	}
 
 	// The claim: the first status write, before anything is saved.
 	if ready == nil || cr.Status.GitTargetUID != string(gt.UID) {
@@ -283,6 +300,24 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return 0, err // the update's event brings the claimed request back here
 	}
 	return c.save(ctx, cr, gt, targetKey, author)
+}
+
+// maySave asks, before the claim, whether the request's author may still
+// save the GitTarget; it returns the refusal in words a user can act on.
+func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget) (string, error) {
+	u := &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups}
+	decision, _, err := c.cfg.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
+		User: u, Verb: admission.VerbSave, APIGroup: v1.GroupName, APIVersion: "*", Resource: "gittargets",
+		Namespace: gt.Namespace, Name: gt.Name, ResourceRequest: true,
+	})
+	switch {
+	case decision == authorizer.DecisionAllow:
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("checking whether %q may save GitTarget %s/%s: %w", a.Username, gt.Namespace, gt.Name, err)
+	}
+	return fmt.Sprintf("user %q may no longer save GitTarget %s/%s: it needs verb %q on resource \"gittargets\" in API group %q",
+		a.Username, gt.Namespace, gt.Name, admission.VerbSave, v1.GroupName), nil
 }
 
 // save hands the claimed request to its worker once, and writes the outcome

@@ -16,17 +16,18 @@ import (
 )
 
 // AuditRoute returns the audit route of a KubeProvider, for the ingress:
-// only providers with audit enabled have one.
-func (c *Controller) AuditRoute(ctx context.Context, name string) (attribution.Route, bool) {
+// only providers with audit enabled have one. It reads informer caches only,
+// so the ingress authenticates without any API call.
+func (c *Controller) AuditRoute(name string) (attribution.Route, bool) {
 	kp, err := c.kps.Get(name)
 	if err != nil || !kp.Spec.Audit.Enabled {
 		return attribution.Route{}, false
 	}
 	route := attribution.Route{CommonNames: kp.Spec.Audit.ClientCertificateCommonNames}
 	if ref := kp.Spec.Audit.BearerTokenSecretRef; ref != nil {
-		token, err := c.secretKey(ctx, ref.Namespace, ref.Name, ref.Key)
+		token, err := c.providerSecret("KubeProvider "+kp.Name, ref)
 		if err != nil {
-			klog.FromContext(ctx).Error(err, "Reading the audit token", "kubeProvider", name)
+			klog.V(2).InfoS("No audit token", "kubeProvider", name, "err", err)
 		} else {
 			route.Token = token
 		}

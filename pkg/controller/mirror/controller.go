@@ -1,6 +1,18 @@
 // Package mirror is the control loop that turns GitTargets and their rules
 // into running watch streams feeding branch workers, and reports how they do
 // in the GitTargets' status.
+//
+// Every reconcile checks each precondition a mirror rests on: the
+// KubeProvider exists and admits the target's namespace and lends each
+// rule's source namespace; for this cluster, the user who authorised each
+// rule may still list and watch what it selects; the GitProvider exists in
+// the target's namespace, allows the branch and its credentials resolve; no
+// older GitTarget writes an overlapping folder of the same branch. A
+// precondition that is lost, rather than unreachable for a moment, tears the
+// mirror down at once, and the status says which one and how to fix it.
+//
+// Locks: Controller.mu guards mirrors, workers, sources and reports. It is
+// never held while calling a worker or stopping a stream, which may block.
 package mirror
 
 import (
@@ -9,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,11 +30,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -33,9 +51,14 @@ import (
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/pkg/worker"
 )
+
+// DefaultSecretNamespace is where KubeProviders' Secrets live unless
+// configured otherwise.
+const DefaultSecretNamespace = "reverser-system"
 
 // Config wires the controller.
 type Config struct {
@@ -48,7 +71,8 @@ type Config struct {
 	// DataDir holds the branch workers' local repositories.
 	DataDir string
 	// Resync is how often every GitTarget is reconciled again, which picks
-	// up types a source starts serving (a CRD installed later).
+	// up types a source starts serving (a CRD installed later) and rights
+	// withdrawn from the users who authorised rules.
 	Resync time.Duration
 	// Facts holds the audit facts changes are attributed with; Grace is how
 	// long a change waits for its fact.
@@ -56,22 +80,32 @@ type Config struct {
 	Grace time.Duration
 	// Factory shares informers with other controllers; nil makes one.
 	Factory informers.SharedInformerFactory
+	// Authorizer answers, for this cluster, whether the user who authorised
+	// a rule may still list and watch what it selects (SubjectAccessReviews,
+	// cached for less than Resync).
+	Authorizer authorizer.Authorizer
+	// SecretNamespace is the only namespace KubeProviders' Secrets
+	// (kubeconfigs, audit tokens) are read from: a cluster-scoped object has
+	// no namespace of its own, and this one is the controller's.
+	SecretNamespace string
 }
 
 // Controller reconciles GitTargets.
 type Controller struct {
 	cfg     Config
 	factory informers.SharedInformerFactory
+	kube    kubeinformers.SharedInformerFactory
 	targets listers.GitTargetLister
 	rules   listers.WatchRuleLister
 	crules  listers.ClusterWatchRuleLister
 	gps     listers.GitProviderLister
 	kps     listers.KubeProviderLister
+	secrets corelisters.SecretNamespaceLister
 	queue   workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	ctx     context.Context
-	workers map[string]*runningWorker // by repository URL and branch
+	workers map[string]*runningWorker // by workerKey: GitProvider, URL and branch
 	mirrors map[string]*mirrorState   // by GitTarget namespace/name
 	sources map[string]*source        // by KubeProvider name
 	reports map[string]*report        // what workers said, by GitTarget
@@ -111,27 +145,38 @@ func New(cfg Config) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 30 * time.Second
 	}
+	if cfg.SecretNamespace == "" {
+		cfg.SecretNamespace = DefaultSecretNamespace
+	}
 	f := cfg.Factory
 	if f == nil {
 		f = informers.NewSharedInformerFactory(cfg.Reverser, 0)
 	}
+	kube := kubeinformers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, kubeinformers.WithNamespace(cfg.SecretNamespace))
 	r := f.Reverser().V1alpha1()
 	c := &Controller{
-		cfg: cfg, factory: f,
+		cfg: cfg, factory: f, kube: kube,
 		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), crules: r.ClusterWatchRules().Lister(),
 		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(),
+		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
 		workers: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
 		sources: map[string]*source{}, reports: map[string]*report{},
 	}
-	enqueueTarget := handler(func(obj any) {
+	enqueueTarget := func(obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
 		}
-	})
+	}
 	enqueueAll := handler(func(any) { c.enqueueAll() })
-	utilruntime.Must(addHandler(r.GitTargets().Informer(), enqueueTarget))
+	// A deleted GitTarget may free a folder that a newer one was refused.
+	_, err := r.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueueTarget,
+		UpdateFunc: func(_, obj any) { enqueueTarget(obj) },
+		DeleteFunc: func(any) { c.enqueueAll() },
+	})
+	utilruntime.Must(err)
 	utilruntime.Must(addHandler(r.WatchRules().Informer(), handler(func(obj any) {
 		if wr, ok := obj.(*v1.WatchRule); ok {
 			c.queue.Add(wr.Namespace + "/" + wr.Spec.GitTargetRef.Name)
@@ -144,6 +189,7 @@ func New(cfg Config) *Controller {
 	})))
 	utilruntime.Must(addHandler(r.GitProviders().Informer(), enqueueAll))
 	utilruntime.Must(addHandler(r.KubeProviders().Informer(), enqueueAll))
+	utilruntime.Must(addHandler(kube.Core().V1().Secrets().Informer(), enqueueAll))
 	return c
 }
 
@@ -182,7 +228,13 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	c.mu.Unlock()
 	log := klog.FromContext(ctx)
 	c.factory.Start(ctx.Done())
+	c.kube.Start(ctx.Done())
 	for typ, ok := range c.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	for typ, ok := range c.kube.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer for %v did not sync", typ)
 		}
@@ -195,9 +247,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	go wait.UntilWithContext(ctx, c.reportProviders, 5*time.Second)
 	<-ctx.Done()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key := range c.mirrors {
-		c.teardownLocked(key)
+	keys := slices.Collect(maps.Keys(c.mirrors))
+	c.mu.Unlock()
+	for _, key := range keys {
+		c.teardown(key)
 	}
 	return nil
 }
@@ -206,7 +259,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 func (c *Controller) Synced() bool {
 	r := c.factory.Reverser().V1alpha1()
 	return r.GitTargets().Informer().HasSynced() && r.WatchRules().Informer().HasSynced() &&
-		r.GitProviders().Informer().HasSynced() && r.KubeProviders().Informer().HasSynced()
+		r.GitProviders().Informer().HasSynced() && r.KubeProviders().Informer().HasSynced() &&
+		c.kube.Core().V1().Secrets().Informer().HasSynced()
 }
 
 func (c *Controller) runWorker(ctx context.Context) {
@@ -233,8 +287,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	gt, err := c.targets.GitTargets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.teardown(key)
 		c.mu.Lock()
-		c.teardownLocked(key)
+		delete(c.reports, key)
 		c.mu.Unlock()
 		return nil
 	}
@@ -251,83 +306,108 @@ type observed struct {
 	source, git, config *problem // nil when fine
 	streams             []*watch.Stream
 	secrets             bool
+	// refused are the rules that feed nothing because they are not lent,
+	// authorised or accepted, each with why.
+	refused []string
 }
 
-// ensure makes the running streams and worker match the GitTarget.
+// fail records p where the status reports it.
+func (st *observed) fail(p *problem) {
+	switch p.area {
+	case areaGit:
+		st.git = p
+	case areaConfig:
+		st.config = p
+	default:
+		st.source = p
+	}
+}
+
+// ensure makes the running streams and worker match the GitTarget. A lost
+// precondition tears the mirror down; a transient failure leaves it running.
 func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed) {
+	p := c.ensureMirror(ctx, gt, st)
+	if p == nil {
+		return
+	}
+	st.fail(p)
+	if !p.transient {
+		c.teardown(gt.Namespace + "/" + gt.Name)
+		st.streams = nil
+	}
+}
+
+func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *observed) *problem {
 	key := gt.Namespace + "/" + gt.Name
 	kp, err := c.kps.Get(gt.Spec.KubeProviderRef.Name)
 	if err != nil {
-		st.source = problemf("KubeProviderNotFound", "KubeProvider %q does not exist: create it or fix spec.kubeProviderRef", gt.Spec.KubeProviderRef.Name)
-		return
+		return problemf("KubeProviderNotFound", "KubeProvider %q does not exist: create it or fix spec.kubeProviderRef", gt.Spec.KubeProviderRef.Name)
 	}
-	allowed, err := c.consumerAllowed(ctx, kp, gt.Namespace)
+	allowed, err := tenancy.Consumer(ctx, kp, gt.Namespace, c.namespaceLabels)
 	if err != nil {
-		st.source = asProblem(err, "KubeProviderCheckFailed")
-		return
+		return asProblem(err, "KubeProviderCheckFailed")
 	}
 	if !allowed {
-		st.config = problemf("KubeProviderNotLent", "KubeProvider %q does not admit GitTargets from namespace %q: add it to spec.consumerNamespaces",
-			kp.Name, gt.Namespace)
-		return
+		return problemf("KubeProviderNotLent", "KubeProvider %q does not admit GitTargets from namespace %q: add it to spec.consumerNamespaces",
+			kp.Name, gt.Namespace).in(areaConfig)
 	}
 	gp, err := c.gps.GitProviders(gt.Namespace).Get(gt.Spec.GitProviderRef.Name)
 	if err != nil {
-		st.git = problemf("GitProviderNotFound", "GitProvider %q does not exist in namespace %q: create it or fix spec.gitProviderRef",
-			gt.Spec.GitProviderRef.Name, gt.Namespace)
-		return
+		return problemf("GitProviderNotFound", "GitProvider %q does not exist in namespace %q: create it or fix spec.gitProviderRef",
+			gt.Spec.GitProviderRef.Name, gt.Namespace).in(areaGit)
 	}
 	if !branchAllowed(gp, gt.Spec.Branch) {
-		st.config = problemf("BranchNotAllowed", "branch %q is not in GitProvider %s's spec.allowedBranches", gt.Spec.Branch, gp.Name)
-		return
+		return problemf("BranchNotAllowed", "branch %q is not in GitProvider %s's spec.allowedBranches", gt.Spec.Branch, gp.Name).in(areaConfig)
+	}
+	if other := c.overlapping(gt, gp); other != nil {
+		return problemf("PathConflict", "GitTarget %s/%s, created earlier, already mirrors into branch %s of this repository at path %q, "+
+			"which overlaps %q: choose a path that neither contains nor lies inside it", other.Namespace, other.Name, gt.Spec.Branch,
+			other.Spec.Path, gt.Spec.Path).in(areaConfig)
 	}
 	src, err := c.source(ctx, kp)
 	if err != nil {
-		st.source = asProblem(err, "SourceUnreachable")
-		return
+		return asProblem(err, "SourceUnreachable")
 	}
-	w, err := c.worker(ctx, gp, gt.Spec.Branch)
+	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch)
 	if err != nil {
-		st.git = asProblem(err, "GitUnreachable")
-		return
+		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
-	scopes, err := c.scopes(ctx, gt, kp, src)
+	scopes, err := c.scopes(ctx, gt, kp, src, st)
 	if err != nil {
-		st.source = asProblem(err, "DiscoveryFailed")
-		return
+		return asProblem(err, "DiscoveryFailed")
 	}
 	// A mirror whose repository or source changed starts over: the old
 	// worker forgets the target (before the new one learns it, so a worker
 	// that stays the same starts from an empty state) and streams restart.
 	c.mu.Lock()
 	m := c.mirrors[key]
-	if m != nil && (m.workerKey != workerKey(gp.Spec.URL, gt.Spec.Branch) || m.path != gt.Spec.Path || m.sourceFP != src.fingerprint) {
-		c.teardownLocked(key)
-		m = nil
-	}
+	restart := m != nil && (m.workerKey != wkey || m.path != gt.Spec.Path || m.sourceFP != src.fingerprint)
 	c.mu.Unlock()
+	if restart {
+		c.teardown(key)
+	}
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
 		Authors: &attribution.Resolver{
-			Index: c.cfg.Facts, Provider: kp.Name, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
+			Index: c.cfg.Facts, Provider: kp.Name, Consumer: key, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
 			Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
 		},
 	})
 
+	var stopped []*watch.Stream
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	m = c.mirrors[key]
 	if m == nil {
-		m = &mirrorState{workerKey: workerKey(gp.Spec.URL, gt.Spec.Branch), path: gt.Spec.Path, sourceFP: src.fingerprint,
-			streams: map[watch.Scope]*watch.Stream{}}
+		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, streams: map[watch.Scope]*watch.Stream{}}
 		c.mirrors[key] = m
 	}
 	m.domain = gp.Spec.AuthorEmailDomain
 	for scope, s := range m.streams {
 		if !slices.Contains(scopes, scope) {
-			s.Stop()
+			stopped = append(stopped, s)
 			delete(m.streams, scope)
 		}
 	}
@@ -340,11 +420,18 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 			st.secrets = true
 		}
 	}
+	c.mu.Unlock()
+	for _, s := range stopped {
+		s.Stop()
+	}
+	return nil
 }
 
 // scopes resolves the GitTarget's rules against what the source serves and
-// reports each rule's resolution in its status.
-func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source) ([]watch.Scope, error) {
+// reports each rule's resolution in its status. A rule feeds nothing when its
+// source namespace is not lent to it, when its author may not read what it
+// selects, or (a ClusterWatchRule) when the target does not accept it.
+func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source, st *observed) ([]watch.Scope, error) {
 	groups, lists, err := src.discovery.ServerGroupsAndResources()
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		err = fmt.Errorf("discovering the source's API: %w", err)
@@ -359,9 +446,11 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	served := watch.NewServed(groups, lists)
 	var scopes []watch.Scope
-	add := func(s watch.Scope) {
-		if !slices.Contains(scopes, s) {
-			scopes = append(scopes, s)
+	add := func(gvrs []schema.GroupVersionResource, ns string) {
+		for _, gvr := range gvrs {
+			if s := (watch.Scope{GVR: gvr, Namespace: ns}); !slices.Contains(scopes, s) {
+				scopes = append(scopes, s)
+			}
 		}
 	}
 	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
@@ -377,14 +466,23 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			ns = wr.Namespace
 		}
 		res := watch.Resolve(wr.Spec.Rules, served, true)
-		if !namespaceLent(kp, ns) {
-			res.Unresolved = append(res.Unresolved, fmt.Sprintf("namespace %q is not in KubeProvider %s's spec.sourceNamespaces", ns, kp.Name))
+		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, c.namespaceLabels)
+		if err != nil {
+			return nil, err
+		}
+		var denied *problem
+		if !lent {
+			denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry, "+
+				"or the rule watches its own namespace", kp.Name, ns, wr.Namespace)
+		} else if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
+			return nil, err
+		}
+		if denied != nil {
 			res.GVRs = nil
+			st.refused = append(st.refused, fmt.Sprintf("WatchRule %s: %s", wr.Name, denied.message))
 		}
-		for _, gvr := range res.GVRs {
-			add(watch.Scope{GVR: gvr, Namespace: ns})
-		}
-		c.writeRuleStatus(ctx, wr, res)
+		add(res.GVRs, ns)
+		c.writeRuleStatus(ctx, wr, res, denied)
 	}
 	crules, err := c.crules.List(labels.Everything())
 	if err != nil {
@@ -395,47 +493,67 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			continue
 		}
 		res := watch.Resolve(cwr.Spec.Rules, served, false)
-		for _, gvr := range res.GVRs {
-			add(watch.Scope{GVR: gvr})
+		var denied *problem
+		if !accepts(gt.Spec.AcceptClusterWatchRules, cwr.Name) {
+			denied = problemf("NotAccepted", "GitTarget %s/%s does not accept this ClusterWatchRule: its owner adds %q to spec.acceptClusterWatchRules",
+				gt.Namespace, gt.Name, cwr.Name)
+		} else if denied, err = c.authorized(ctx, kp, cwr.Status.AuthorizedBy, res.GVRs, ""); err != nil {
+			return nil, err
 		}
-		c.writeClusterRuleStatus(ctx, cwr, res)
+		if denied != nil {
+			res.GVRs = nil
+			st.refused = append(st.refused, fmt.Sprintf("ClusterWatchRule %s: %s", cwr.Name, denied.message))
+		}
+		add(res.GVRs, "")
+		c.writeClusterRuleStatus(ctx, cwr, res, denied)
 	}
 	return scopes, nil
 }
 
-func namespaceLent(kp *v1.KubeProvider, ns string) bool {
-	return slices.Contains(kp.Spec.SourceNamespaces, "*") || slices.Contains(kp.Spec.SourceNamespaces, ns)
+func accepts(accepted []string, name string) bool {
+	return slices.Contains(accepted, "*") || slices.Contains(accepted, name)
 }
 
-// consumerAllowed applies a KubeProvider's consumerNamespaces to the
-// namespace of a GitTarget that wants to use it.
-func (c *Controller) consumerAllowed(ctx context.Context, kp *v1.KubeProvider, ns string) (bool, error) {
-	sel := kp.Spec.ConsumerNamespaces
-	switch {
-	case sel == nil, sel.From == v1.NamespacesFromAll:
-		return true, nil
-	case sel.From == v1.NamespacesFromNames:
-		return slices.Contains(sel.Names, ns), nil
-	case sel.From == v1.NamespacesFromSelector && sel.Selector != nil:
-		selector, err := metav1.LabelSelectorAsSelector(sel.Selector)
-		if err != nil {
-			return false, err
-		}
-		namespace, err := c.cfg.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil {
-			return false, fmt.Errorf("reading the labels of namespace %q: %w", ns, err)
-		}
-		return selector.Matches(labels.Set(namespace.Labels)), nil
-	default:
-		return false, nil
+// authorized repeats, for a rule on this cluster, the check the API server
+// made when the rule was written: its author may list and watch what it
+// selects. A rule on a remote cluster is authorised by lending alone, since
+// this cluster's RBAC says nothing about another cluster's.
+func (c *Controller) authorized(ctx context.Context, kp *v1.KubeProvider, by *v1.Author, gvrs []schema.GroupVersionResource,
+	ns string) (*problem, error) {
+	if !kp.Spec.InCluster || len(gvrs) == 0 {
+		return nil, nil
 	}
+	if by == nil || by.Username == "" {
+		return problemf("NotAuthorized", "the rule records no author in status.authorizedBy: re-apply it as a user who may list and watch "+
+			"what it selects, so the API server records who authorises it"), nil
+	}
+	if c.cfg.Authorizer == nil {
+		return nil, errors.New("no authorizer is configured to check rules with")
+	}
+	u := &user.DefaultInfo{Name: by.Username, UID: by.UID, Groups: by.Groups}
+	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, u, tenancy.RuleAccess(gvrs, ns))
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		return problemf("NotAuthorized", "%s. Grant them again, or have someone who may re-apply the rule",
+			tenancy.Denied(by.Username, missing)), nil
+	}
+	return nil, nil
+}
+
+func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
+	ns, err := c.cfg.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return ns.Labels, nil
 }
 
 // source returns clients for a KubeProvider's cluster, rebuilt when its
-// kubeconfig Secret is rotated (seen on the next reconcile, at most --resync
-// later).
+// kubeconfig Secret is rotated.
 func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, error) {
-	cfg, fp, err := c.sourceConfig(ctx, kp)
+	cfg, fp, err := c.sourceConfig(kp)
 	if err != nil {
 		return nil, err
 	}
@@ -460,15 +578,20 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 	return s, nil
 }
 
-func workerKey(url, branch string) string { return url + "\x00" + branch }
+// workerKey names the branch worker of one GitProvider's branch: a worker
+// pushes with one provider's credentials only, so two providers of the same
+// repository never share one.
+func workerKey(gp *v1.GitProvider, branch string) string {
+	return gp.Namespace + "/" + gp.Name + "\x00" + gp.Spec.URL + "\x00" + branch
+}
 
 // worker returns the branch worker of a GitProvider's branch, starting it,
 // and hands it rotated credentials.
-func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string) (*worker.Worker, error) {
-	key := workerKey(gp.Spec.URL, branch)
+func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string) (*worker.Worker, string, error) {
+	key := workerKey(gp, branch)
 	auth, authFP, err := c.gitAuth(ctx, gp)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	c.mu.Lock()
 	w, ok := c.workers[key]
@@ -481,12 +604,12 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 		if rotated {
 			w.SetAuth(ctx, auth)
 		}
-		return w.Worker, nil
+		return w.Worker, key, nil
 	}
 	sum := sha256.Sum256([]byte(key))
 	repo, err := gitrepo.Open(filepath.Join(c.cfg.DataDir, "repos", hex.EncodeToString(sum[:8])), gp.Spec.URL, branch, auth)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
 	var wake <-chan struct{}
@@ -497,33 +620,34 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if existing, ok := c.workers[key]; ok {
-		return existing.Worker, nil
+		return existing.Worker, key, nil
 	}
 	c.workers[key] = w
 	go w.Run(c.ctx)
-	return w.Worker, nil
+	return w.Worker, key, nil
 }
 
-func (c *Controller) teardownLocked(key string) {
+// teardown stops a mirror: its streams, and its target in the worker, whose
+// open windows and waiting saves end with it. It holds c.mu only to unhook
+// the mirror, never while stopping streams or calling the worker.
+func (c *Controller) teardown(key string) {
+	c.mu.Lock()
 	m, ok := c.mirrors[key]
+	var w *runningWorker
+	if ok {
+		delete(c.mirrors, key)
+		w = c.workers[m.workerKey]
+	}
+	c.mu.Unlock()
 	if !ok {
 		return
 	}
 	for _, s := range m.streams {
 		s.Stop()
 	}
-	delete(c.mirrors, key)
-	if w, ok := c.workers[m.workerKey]; ok {
+	if w != nil {
 		w.RemoveTarget(c.ctx, key)
 	}
-}
-
-func asProblem(err error, reason string) *problem {
-	var p *problem
-	if errors.As(err, &p) {
-		return p
-	}
-	return &problem{reason: reason, message: err.Error()}
 }
 
 // reporter turns worker reports into status updates.

@@ -3,17 +3,20 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/watch"
 )
 
@@ -27,53 +30,139 @@ func TestBranchAllowed(t *testing.T) {
 	assert.False(t, branchAllowed(&v1.GitProvider{Spec: v1.GitProviderSpec{AllowedBranches: []string{}}}, "main"), "an empty list allows nothing")
 }
 
-func TestProviderLending(t *testing.T) {
-	kube := fake.NewClientset(
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"tier": "apps"}}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}})
-	c := &Controller{cfg: Config{Kube: kube}}
-	allowed := func(kp *v1.KubeProvider, ns string) bool {
-		ok, err := c.consumerAllowed(context.Background(), kp, ns)
-		require.NoError(t, err)
-		return ok
-	}
-	kp := &v1.KubeProvider{Spec: v1.KubeProviderSpec{SourceNamespaces: []string{"a"},
-		ConsumerNamespaces: &v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"team"}}}}
-	assert.True(t, namespaceLent(kp, "a"))
-	assert.False(t, namespaceLent(kp, "b"))
-	assert.True(t, allowed(kp, "team"))
-	assert.False(t, allowed(kp, "other"))
-	kp.Spec.ConsumerNamespaces = &v1.NamespaceSelection{From: v1.NamespacesFromSelector,
-		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "apps"}}}
-	assert.True(t, allowed(kp, "team"), "a selector matches the namespace's labels")
-	assert.False(t, allowed(kp, "other"))
-	_, err := c.consumerAllowed(context.Background(), kp, "missing")
-	assert.Error(t, err, "a namespace that cannot be read is an error, not an admission")
-	kp.Spec.SourceNamespaces = []string{"*"}
-	kp.Spec.ConsumerNamespaces = &v1.NamespaceSelection{From: v1.NamespacesFromAll}
-	assert.True(t, namespaceLent(kp, "b"))
-	assert.True(t, allowed(kp, "other"))
-}
-
 func TestAsProblemKeepsReasons(t *testing.T) {
-	p := asProblem(problemf("SecretNotFound", "Secret a/b does not exist"), "GitUnreachable")
+	p := asProblem(fmt.Errorf("reading: %w", problemf("SecretNotFound", "Secret a/b does not exist")), "GitUnreachable")
 	assert.Equal(t, "SecretNotFound", p.reason)
+	assert.False(t, p.transient, "a missing Secret stops the mirror")
 	p = asProblem(errors.New("dial tcp: refused"), "GitUnreachable")
 	assert.Equal(t, "GitUnreachable", p.reason)
 	assert.Equal(t, "dial tcp: refused", p.message)
+	assert.True(t, p.transient, "an unreachable server leaves the mirror running")
+	p = asProblem(errors.New(`Get "https://tok:secret@git.example/r.git": refused`), "GitUnreachable")
+	assert.NotContains(t, p.message, "secret", "URLs in messages are redacted")
+}
+
+func TestPathsOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"", "x", true},
+		{"x", "x", true},
+		{"x", "x/y", true},
+		{"x/y", "x", true},
+		{"x", "xy", false},
+		{"a/b", "a/c", false},
+		{"x/", "x", true},
+	} {
+		assert.Equal(t, tc.want, pathsOverlap(tc.a, tc.b), "%q and %q", tc.a, tc.b)
+	}
+}
+
+func TestRepoIdentity(t *testing.T) {
+	same := [][]string{
+		{"https://git.example/org/repo.git", "https://GIT.example/org/repo", "https://git.example:443/org/repo/", "http://git.example/org/repo.git"},
+		{"ssh://git@git.example/org/repo.git", "git@git.example:org/repo.git", "ssh://git.example:22/org/repo"},
+	}
+	for _, group := range same {
+		for _, u := range group[1:] {
+			assert.Equal(t, repoIdentity(group[0]), repoIdentity(u), "%s and %s name one repository", group[0], u)
+		}
+	}
+	assert.NotEqual(t, repoIdentity("https://git.example/org/repo"), repoIdentity("https://git.example/org/other"))
+	assert.NotEqual(t, repoIdentity("https://git.example/org/repo"), repoIdentity("https://git.example:8443/org/repo"))
+}
+
+func TestOlder(t *testing.T) {
+	t0 := metav1.Now()
+	t1 := metav1.NewTime(t0.Add(time.Second))
+	a := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "x", CreationTimestamp: t0}}
+	b := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "x", CreationTimestamp: t1}}
+	assert.True(t, older(a, b))
+	assert.False(t, older(b, a))
+	b.CreationTimestamp = t0
+	assert.True(t, older(b, a), "same second: namespace/name decides")
+	assert.False(t, older(a, b))
+}
+
+func TestAccepts(t *testing.T) {
+	assert.False(t, accepts(nil, "crds"), "a target accepts no ClusterWatchRule unless it says so")
+	assert.True(t, accepts([]string{"crds"}, "crds"))
+	assert.False(t, accepts([]string{"crds"}, "roles"))
+	assert.True(t, accepts([]string{"*"}, "roles"))
 }
 
 func TestRuleStatus(t *testing.T) {
 	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	s := ruleStatus(v1.WatchRuleStatus{}, 4, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}})
+	s := ruleStatus(v1.WatchRuleStatus{}, 4, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}}, nil)
 	assert.Equal(t, int64(4), s.ObservedGeneration)
 	assert.Equal(t, []string{"configmaps.v1"}, s.Resolved)
 	assert.True(t, meta.IsStatusConditionTrue(s.Conditions, v1.ConditionReady))
 
-	s = ruleStatus(s, 5, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}, Unresolved: []string{"widgets.v1 is not served"}})
+	s = ruleStatus(s, 5, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}, Unresolved: []string{"widgets.v1 is not served"}}, nil)
 	c := meta.FindStatusCondition(s.Conditions, v1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "Unresolved", c.Reason)
 	assert.Contains(t, c.Message, "widgets.v1 is not served")
 	assert.Contains(t, c.Message, "The rest is mirrored")
+}
+
+func TestRuleStatusDenied(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	s := ruleStatus(v1.WatchRuleStatus{}, 1, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}}, nil)
+	s = ruleStatus(s, 1, watch.Resolution{}, problemf("NotAuthorized", "user \"bob\" may not read"))
+	c := meta.FindStatusCondition(s.Conditions, v1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, c.Status)
+	assert.Equal(t, "NotAuthorized", c.Reason)
+	assert.Empty(t, s.Resolved, "a refused rule mirrors nothing")
+}
+
+// allowAlice is an authorizer that allows alice what it lists.
+func allowAlice(allowed ...tenancy.Access) authorizer.Authorizer {
+	return authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		acc := tenancy.Access{Verb: a.GetVerb(), Group: a.GetAPIGroup(), Resource: a.GetResource(), Namespace: a.GetNamespace()}
+		if a.GetUser().GetName() == "alice" && slices.Contains(allowed, acc) {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+}
+
+func TestAuthorizedRechecksTheRulesAuthor(t *testing.T) {
+	cm := []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}
+	authz := allowAlice(tenancy.Access{Verb: "list", Resource: "configmaps", Namespace: "team"},
+		tenancy.Access{Verb: "watch", Resource: "configmaps", Namespace: "team"})
+	c := &Controller{cfg: Config{Authorizer: authz}}
+	local := &v1.KubeProvider{Spec: v1.KubeProviderSpec{InCluster: true}}
+	remote := &v1.KubeProvider{Spec: v1.KubeProviderSpec{KubeConfigSecretRef: &v1.SecretKeyReference{Name: "k"}}}
+	alice, bob := &v1.Author{Username: "alice"}, &v1.Author{Username: "bob"}
+
+	for _, tc := range []struct {
+		name   string
+		kp     *v1.KubeProvider
+		by     *v1.Author
+		ns     string
+		reason string
+	}{
+		{"author may read", local, alice, "team", ""},
+		{"author may not read there", local, alice, "kube-system", "NotAuthorized"},
+		{"another author", local, bob, "team", "NotAuthorized"},
+		{"no recorded author", local, nil, "team", "NotAuthorized"},
+		{"remote: lending decides", remote, bob, "kube-system", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := c.authorized(context.Background(), tc.kp, tc.by, cm, tc.ns)
+			require.NoError(t, err)
+			if tc.reason == "" {
+				assert.Nil(t, p)
+				return
+			}
+			require.NotNil(t, p)
+			assert.Equal(t, tc.reason, p.reason)
+			assert.False(t, p.transient)
+		})
+	}
+	p, err := c.authorized(context.Background(), local, bob, cm, "team")
+	require.NoError(t, err)
+	assert.Contains(t, p.message, `user "bob" may not read what the rule selects: it lacks list configmaps in namespace team, watch configmaps in namespace team`)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -19,23 +20,54 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/gitrepo"
 )
 
 // problem is a condition-ready explanation: a reason and a message that says
-// what to fix.
+// what to fix, which condition reports it, and whether it may pass by
+// itself (an unreachable server) or is a fact that stops the mirror (a
+// missing provider, a withdrawn loan or right).
 type problem struct {
 	reason, message string
+	area            area
+	transient       bool
 }
+
+// area is the condition a problem is reported in.
+type area int
+
+const (
+	areaSource area = iota // SourceReachable
+	areaGit                // GitReachable
+	areaConfig             // Stalled
+)
 
 func (p *problem) Error() string { return p.reason + ": " + p.message }
 
+// in moves a problem to another condition.
+func (p *problem) in(a area) *problem {
+	p.area = a
+	return p
+}
+
+// problemf is a lasting problem: the mirror stops until it is fixed.
 func problemf(reason, format string, args ...any) *problem {
 	return &problem{reason: reason, message: fmt.Sprintf(format, args...)}
 }
 
+// asProblem keeps a problem an error wraps; any other error is transient,
+// with the given reason.
+func asProblem(err error, reason string) *problem {
+	var p *problem
+	if errors.As(err, &p) {
+		return p
+	}
+	return &problem{reason: reason, message: gitrepo.RedactText(err.Error()), transient: true}
+}
+
 // sourceConfig returns the REST config of a KubeProvider's cluster and a
 // fingerprint of where it came from: a rotated kubeconfig Secret changes it.
-func (c *Controller) sourceConfig(ctx context.Context, kp *v1.KubeProvider) (*rest.Config, string, error) {
+func (c *Controller) sourceConfig(kp *v1.KubeProvider) (*rest.Config, string, error) {
 	if kp.Spec.InCluster {
 		return rest.CopyConfig(c.cfg.Source), "in-cluster", nil
 	}
@@ -43,7 +75,7 @@ func (c *Controller) sourceConfig(ctx context.Context, kp *v1.KubeProvider) (*re
 	if ref == nil {
 		return nil, "", problemf("InvalidKubeProvider", "KubeProvider %s sets neither inCluster nor kubeConfigSecretRef", kp.Name)
 	}
-	data, err := c.secretKey(ctx, ref.Namespace, ref.Name, ref.Key)
+	data, err := c.providerSecret("KubeProvider "+kp.Name, ref)
 	if err != nil {
 		return nil, "", err
 	}
@@ -63,20 +95,25 @@ func fingerprint(parts ...[]byte) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// secretKey reads one key of a Secret on the control cluster.
-func (c *Controller) secretKey(ctx context.Context, namespace, name, key string) ([]byte, error) {
-	s, err := c.cfg.Kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+// providerSecret reads one key of a Secret a cluster-scoped KubeProvider
+// names, from the informer cache of the controller's own namespace: a
+// reference elsewhere is refused, so a KubeProvider cannot make the
+// controller read Secrets its author could not.
+func (c *Controller) providerSecret(owner string, ref *v1.SecretKeyReference) ([]byte, error) {
+	if ref.Namespace != c.cfg.SecretNamespace {
+		return nil, problemf("SecretNamespaceNotAllowed", "%s names Secret %s/%s: a KubeProvider's Secrets must be in namespace %s, "+
+			"the controller's", owner, ref.Namespace, ref.Name, c.cfg.SecretNamespace)
+	}
+	s, err := c.secrets.Get(ref.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, problemf("SecretNotFound", "Secret %s/%s does not exist: create it or fix the reference", namespace, name)
-	case apierrors.IsForbidden(err):
-		return nil, problemf("SecretForbidden", "reverser-controller may not read Secret %s/%s: grant it get on secrets", namespace, name)
+		return nil, problemf("SecretNotFound", "Secret %s/%s named by %s does not exist: create it or fix the reference", ref.Namespace, ref.Name, owner)
 	case err != nil:
-		return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	v, ok := s.Data[key]
+	v, ok := s.Data[ref.Key]
 	if !ok {
-		return nil, problemf("SecretKeyMissing", "Secret %s/%s has no key %q", namespace, name, key)
+		return nil, problemf("SecretKeyMissing", "Secret %s/%s named by %s has no key %q", ref.Namespace, ref.Name, owner, ref.Key)
 	}
 	return v, nil
 }
@@ -100,6 +137,9 @@ func (c *Controller) gitAuthFrom(ctx context.Context, gp *v1.GitProvider) (trans
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil, problemf("SecretNotFound", "Secret %s/%s named by GitProvider %s does not exist", gp.Namespace, gp.Spec.SecretRef.Name, gp.Name)
+	case apierrors.IsForbidden(err):
+		return nil, nil, problemf("SecretForbidden", "reverser-controller may not read Secret %s/%s: grant it get on secrets",
+			gp.Namespace, gp.Spec.SecretRef.Name)
 	case err != nil:
 		return nil, nil, fmt.Errorf("reading Secret %s/%s: %w", gp.Namespace, gp.Spec.SecretRef.Name, err)
 	}

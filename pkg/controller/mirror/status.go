@@ -32,6 +32,15 @@ func fromProblem(typ string, p *problem, okReason, okMessage string) metav1.Cond
 	return condition(typ, false, p.reason, p.message)
 }
 
+func firstProblem(ps ...*problem) *problem {
+	for _, p := range ps {
+		if p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
 // writeStatus reports what a reconcile observed, when it differs from what
 // the GitTarget says already.
 func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *observed) error {
@@ -83,10 +92,18 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	if st.secrets {
 		streamsMsg += " Secrets are not written: set spec.encryption to mirror them encrypted."
 	}
+	if len(st.refused) > 0 {
+		streamsMsg += " Refused: " + strings.Join(st.refused, "; ")
+	}
+	stopped := firstProblem(st.config, st.source, st.git)
 	switch {
 	case len(failing) > 0:
 		set(condition(v1.ConditionStreamsRunning, false, "WatchFailed", strings.Join(failing, "; ")))
-	case len(st.streams) == 0 && st.source == nil && st.config == nil && st.git == nil:
+	case len(st.streams) == 0 && stopped != nil:
+		set(condition(v1.ConditionStreamsRunning, false, "Stopped", "Not mirroring: "+stopped.message))
+	case len(st.streams) == 0 && len(st.refused) > 0:
+		set(condition(v1.ConditionStreamsRunning, false, "RulesRefused", strings.Join(st.refused, "; ")))
+	case len(st.streams) == 0:
 		set(condition(v1.ConditionStreamsRunning, false, "NoRules", "No WatchRule or ClusterWatchRule selects anything for this GitTarget."))
 	case int(running) < len(st.streams):
 		set(condition(v1.ConditionStreamsRunning, false, "Starting", streamsMsg))
@@ -130,8 +147,8 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	return err
 }
 
-func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res watch.Resolution) {
-	writeRule(ctx, wr, &wr.Status, wr.Generation, res, func(status v1.WatchRuleStatus) error {
+func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res watch.Resolution, denied *problem) {
+	writeRule(ctx, wr, &wr.Status, wr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
 		updated := wr.DeepCopy()
 		updated.Status = status
 		_, err := c.cfg.Reverser.ReverserV1alpha1().WatchRules(wr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
@@ -139,8 +156,8 @@ func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res 
 	})
 }
 
-func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res watch.Resolution) {
-	writeRule(ctx, cwr, &cwr.Status, cwr.Generation, res, func(status v1.WatchRuleStatus) error {
+func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res watch.Resolution, denied *problem) {
+	writeRule(ctx, cwr, &cwr.Status, cwr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
 		updated := cwr.DeepCopy()
 		updated.Status = status
 		_, err := c.cfg.Reverser.ReverserV1alpha1().ClusterWatchRules().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
@@ -150,9 +167,9 @@ func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.Cluster
 
 // writeRule writes a rule's resolution when it differs from what the rule
 // says; a conflict is left to the next reconcile.
-func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus, generation int64, res watch.Resolution,
+func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus, generation int64, res watch.Resolution, denied *problem,
 	update func(v1.WatchRuleStatus) error) {
-	status := ruleStatus(*cur, generation, res)
+	status := ruleStatus(*cur, generation, res, denied)
 	if apiequality.Semantic.DeepEqual(status, *cur) {
 		return
 	}
@@ -161,7 +178,9 @@ func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus,
 	}
 }
 
-func ruleStatus(cur v1.WatchRuleStatus, generation int64, res watch.Resolution) v1.WatchRuleStatus {
+// ruleStatus is a rule's status after a reconcile: denied, when set, says
+// why the rule feeds nothing (not lent, authorised or accepted).
+func ruleStatus(cur v1.WatchRuleStatus, generation int64, res watch.Resolution, denied *problem) v1.WatchRuleStatus {
 	s := *cur.DeepCopy()
 	s.ObservedGeneration = generation
 	s.Resolved = nil
@@ -171,6 +190,8 @@ func ruleStatus(cur v1.WatchRuleStatus, generation int64, res watch.Resolution) 
 	slices.Sort(s.Resolved)
 	s.Unresolved = res.Unresolved
 	switch {
+	case denied != nil:
+		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionReady, false, denied.reason, denied.message))
 	case len(res.Unresolved) > 0:
 		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionReady, false, "Unresolved",
 			"Not served or not allowed: "+strings.Join(res.Unresolved, "; ")+". The rest is mirrored."))

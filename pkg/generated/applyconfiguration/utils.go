@@ -86,6 +86,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &reverserv1alpha1.KubeProviderStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("LocalObjectReference"):
 		return &reverserv1alpha1.LocalObjectReferenceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NamespaceLoan"):
+		return &reverserv1alpha1.NamespaceLoanApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NamespaceSelection"):
 		return &reverserv1alpha1.NamespaceSelectionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ObjectReference"):

@@ -116,6 +116,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.KubeProviderSpec{}.OpenAPIModelName():            schema_pkg_apis_reverser_v1alpha1_KubeProviderSpec(ref),
 		v1alpha1.KubeProviderStatus{}.OpenAPIModelName():          schema_pkg_apis_reverser_v1alpha1_KubeProviderStatus(ref),
 		v1alpha1.LocalObjectReference{}.OpenAPIModelName():        schema_pkg_apis_reverser_v1alpha1_LocalObjectReference(ref),
+		v1alpha1.NamespaceLoan{}.OpenAPIModelName():               schema_pkg_apis_reverser_v1alpha1_NamespaceLoan(ref),
 		v1alpha1.NamespaceSelection{}.OpenAPIModelName():          schema_pkg_apis_reverser_v1alpha1_NamespaceSelection(ref),
 		v1alpha1.ObjectReference{}.OpenAPIModelName():             schema_pkg_apis_reverser_v1alpha1_ObjectReference(ref),
 		v1alpha1.ResourceRule{}.OpenAPIModelName():                schema_pkg_apis_reverser_v1alpha1_ResourceRule(ref),
@@ -3679,7 +3680,7 @@ func schema_pkg_apis_reverser_v1alpha1_CommitSigning(ref common.ReferenceCallbac
 				Properties: map[string]spec.Schema{
 					"sshKeySecretRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "sshKeySecretRef names the Secret key (in the GitProvider's namespace) that holds the OpenSSH private key used to sign commits.",
+							Description: "sshKeySecretRef names the Secret key that holds the OpenSSH private key used to sign commits. The Secret must be in the GitProvider's namespace: namespace is empty or that namespace.",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.SecretKeyReference{}.OpenAPIModelName()),
 						},
@@ -4050,6 +4051,13 @@ func schema_pkg_apis_reverser_v1alpha1_GitProviderSpec(ref common.ReferenceCallb
 							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
+					"allowInsecureHTTP": {
+						SchemaProps: spec.SchemaProps{
+							Description: "allowInsecureHTTP lets secretRef's credentials travel over an http:// URL, in clear. Without it a secretRef with an http:// URL is refused.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 					"committer": {
 						SchemaProps: spec.SchemaProps{
 							Description: "committer is the identity recorded as committer on every commit. Authors are the people who made the changes.",
@@ -4313,6 +4321,25 @@ func schema_pkg_apis_reverser_v1alpha1_GitTargetSpec(ref common.ReferenceCallbac
 							},
 						},
 					},
+					"acceptClusterWatchRules": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "acceptClusterWatchRules names the ClusterWatchRules whose objects this target accepts (\"*\" accepts all). Omitted accepts none: a ClusterWatchRule feeds a GitTarget only when the target agrees.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
 					"applierRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "applierRef names the FluxClaim or ArgoCDClaim, in this namespace, whose applier deploys this branch. Reverser then decides when it applies.",
@@ -4523,21 +4550,19 @@ func schema_pkg_apis_reverser_v1alpha1_KubeProviderSpec(ref common.ReferenceCall
 							Ref:         ref(v1alpha1.NamespaceSelection{}.OpenAPIModelName()),
 						},
 					},
-					"sourceNamespaces": {
+					"lend": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
-								"x-kubernetes-list-type": "set",
+								"x-kubernetes-list-type": "atomic",
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "sourceNamespaces lists the namespaces of the source cluster that this provider lends to GitTargets. \"*\" lends every namespace.",
-							Default:     []interface{}{"*"},
+							Description: "lend lends source namespaces to the WatchRules of consumer namespaces, beyond the one every consumer namespace has: the source namespace of its own name. Omitted lends nothing more.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Type:   []string{"string"},
-										Format: "",
+										Ref: ref(v1alpha1.NamespaceLoan{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -4563,7 +4588,7 @@ func schema_pkg_apis_reverser_v1alpha1_KubeProviderSpec(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.AuditSpec{}.OpenAPIModelName(), v1alpha1.NamespaceSelection{}.OpenAPIModelName(), v1alpha1.SecretKeyReference{}.OpenAPIModelName()},
+			v1alpha1.AuditSpec{}.OpenAPIModelName(), v1alpha1.NamespaceLoan{}.OpenAPIModelName(), v1alpha1.NamespaceSelection{}.OpenAPIModelName(), v1alpha1.SecretKeyReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -4648,6 +4673,48 @@ func schema_pkg_apis_reverser_v1alpha1_LocalObjectReference(ref common.Reference
 				},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_reverser_v1alpha1_NamespaceLoan(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NamespaceLoan lends source namespaces to the WatchRules of a set of control-cluster namespaces.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"sourceNamespaces": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "set",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "sourceNamespaces of the source cluster that are lent: names, or \"*\" for every namespace.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"to": {
+						SchemaProps: spec.SchemaProps{
+							Description: "to chooses the control-cluster namespaces whose WatchRules may read them: Names, Selector or All (Same is what every namespace has already).",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.NamespaceSelection{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"sourceNamespaces", "to"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.NamespaceSelection{}.OpenAPIModelName()},
 	}
 }
 
@@ -5091,6 +5158,12 @@ func schema_pkg_apis_reverser_v1alpha1_WatchRuleStatus(ref common.ReferenceCallb
 							},
 						},
 					},
+					"authorizedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "authorizedBy is the user whose rights the rule reads with: the one who created it or last changed its spec, written by the API server after it checked that they may list and watch what the rule selects. Clients cannot set or change it; the controller checks it again on every resync.",
+							Ref:         ref(v1alpha1.Author{}.OpenAPIModelName()),
+						},
+					},
 					"resolved": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -5133,6 +5206,6 @@ func schema_pkg_apis_reverser_v1alpha1_WatchRuleStatus(ref common.ReferenceCallb
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName()},
+			v1.Condition{}.OpenAPIModelName(), v1alpha1.Author{}.OpenAPIModelName()},
 	}
 }

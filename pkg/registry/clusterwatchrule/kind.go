@@ -2,6 +2,8 @@
 package clusterwatchrule
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -18,6 +20,19 @@ var Kind = &registry.Kind[*reverser.ClusterWatchRule]{
 	Namespaced: false,
 	New:        func() *reverser.ClusterWatchRule { return &reverser.ClusterWatchRule{} },
 	NewList:    func() runtime.Object { return &reverser.ClusterWatchRuleList{} },
+	// The rule reads with the rights of whoever wrote its spec last; the
+	// rules admission check has made sure they have them.
+	PrepareForCreate: func(ctx context.Context, o *reverser.ClusterWatchRule) {
+		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
+	},
+	PrepareForUpdate: func(ctx context.Context, o, old *reverser.ClusterWatchRule) {
+		if registry.SpecChanged(o, old) {
+			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
+		}
+	},
+	PrepareStatusUpdate: func(o, old *reverser.ClusterWatchRule) {
+		o.Status.AuthorizedBy = old.Status.AuthorizedBy
+	},
 	Validate: func(o *reverser.ClusterWatchRule) field.ErrorList {
 		return validation.ValidateClusterWatchRuleSpec(&o.Spec, field.NewPath("spec"))
 	},

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
 	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
@@ -77,13 +76,7 @@ func prepareForCreate(ctx context.Context, o *reverser.CommitRequest) {
 	if o.Spec.GitTargetRef.Namespace == "" {
 		o.Spec.GitTargetRef.Namespace = o.Namespace
 	}
-	if u, ok := request.UserFrom(ctx); ok {
-		o.Status.Author = &reverser.Author{
-			Username: u.GetName(),
-			UID:      u.GetUID(),
-			Groups:   append([]string(nil), u.GetGroups()...),
-		}
-	}
+	o.Status.Author = registry.RequestAuthor(ctx)
 }
 
 func firstLine(s string) string {

@@ -19,7 +19,7 @@ var Kind = &registry.Kind[*reverser.GitProvider]{
 	New:        func() *reverser.GitProvider { return &reverser.GitProvider{} },
 	NewList:    func() runtime.Object { return &reverser.GitProviderList{} },
 	Validate: func(o *reverser.GitProvider) field.ErrorList {
-		return validation.ValidateGitProviderSpec(&o.Spec, field.NewPath("spec"))
+		return validation.ValidateGitProviderSpec(&o.Spec, o.Namespace, field.NewPath("spec"))
 	},
 	Table: registry.TableSpec[*reverser.GitProvider]{Columns: []registry.Column[*reverser.GitProvider]{
 		{Name: "URL", Type: "string", Description: "Repository URL.", Value: func(o *reverser.GitProvider) any { return o.Spec.URL }},

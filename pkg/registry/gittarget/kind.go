@@ -2,6 +2,7 @@
 package gittarget
 
 import (
+	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,15 @@ var Kind = &registry.Kind[*reverser.GitTarget]{
 	Namespaced: true,
 	New:        func() *reverser.GitTarget { return &reverser.GitTarget{} },
 	NewList:    func() runtime.Object { return &reverser.GitTargetList{} },
+	// The path is stored canonical (no trailing '/'); it cannot change later.
+	PrepareForCreate: func(_ context.Context, o *reverser.GitTarget) {
+		o.Spec.Path = validation.NormalizeRepoPath(o.Spec.Path)
+	},
+	// Re-applying the manifest that created the target, trailing '/' and
+	// all, is not a change of the immutable path.
+	PrepareForUpdate: func(_ context.Context, o, _ *reverser.GitTarget) {
+		o.Spec.Path = validation.NormalizeRepoPath(o.Spec.Path)
+	},
 	Validate: func(o *reverser.GitTarget) field.ErrorList {
 		return validation.ValidateGitTargetSpec(&o.Spec, field.NewPath("spec"))
 	},

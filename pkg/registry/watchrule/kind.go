@@ -2,6 +2,8 @@
 package watchrule
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -18,6 +20,19 @@ var Kind = &registry.Kind[*reverser.WatchRule]{
 	Namespaced: true,
 	New:        func() *reverser.WatchRule { return &reverser.WatchRule{} },
 	NewList:    func() runtime.Object { return &reverser.WatchRuleList{} },
+	// The rule reads with the rights of whoever wrote its spec last; the
+	// rules admission check has made sure they have them.
+	PrepareForCreate: func(ctx context.Context, o *reverser.WatchRule) {
+		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
+	},
+	PrepareForUpdate: func(ctx context.Context, o, old *reverser.WatchRule) {
+		if registry.SpecChanged(o, old) {
+			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
+		}
+	},
+	PrepareStatusUpdate: func(o, old *reverser.WatchRule) {
+		o.Status.AuthorizedBy = old.Status.AuthorizedBy
+	},
 	Validate: func(o *reverser.WatchRule) field.ErrorList {
 		return validation.ValidateWatchRuleSpec(&o.Spec, field.NewPath("spec"))
 	},

@@ -39,9 +39,6 @@ var Funcs = func(runtimeserializer.CodecFactory) []any {
 			if s.ConsumerNamespaces == nil {
 				s.ConsumerNamespaces = &reverser.NamespaceSelection{From: reverser.NamespacesFromAll}
 			}
-			if s.SourceNamespaces == nil {
-				s.SourceNamespaces = []string{"*"}
-			}
 			if s.CommitRequests == "" {
 				s.CommitRequests = reverser.CommitRequestsIgnore
 			}

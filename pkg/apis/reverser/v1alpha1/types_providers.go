@@ -43,6 +43,10 @@ type GitProviderSpec struct {
 	// Omitted for a repository that needs no credentials.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// allowInsecureHTTP lets secretRef's credentials travel over an http://
+	// URL, in clear. Without it a secretRef with an http:// URL is refused.
+	// +optional
+	AllowInsecureHTTP bool `json:"allowInsecureHTTP,omitempty"`
 	// committer is the identity recorded as committer on every commit.
 	// Authors are the people who made the changes.
 	// +optional
@@ -78,8 +82,9 @@ type Committer struct {
 
 // CommitSigning configures SSH commit signatures.
 type CommitSigning struct {
-	// sshKeySecretRef names the Secret key (in the GitProvider's namespace)
-	// that holds the OpenSSH private key used to sign commits.
+	// sshKeySecretRef names the Secret key that holds the OpenSSH private
+	// key used to sign commits. The Secret must be in the GitProvider's
+	// namespace: namespace is empty or that namespace.
 	// +required
 	SSHKeySecretRef SecretKeyReference `json:"sshKeySecretRef"`
 }
@@ -159,12 +164,12 @@ type KubeProviderSpec struct {
 	// +optional
 	// +default={"from": "All"}
 	ConsumerNamespaces *NamespaceSelection `json:"consumerNamespaces,omitempty"`
-	// sourceNamespaces lists the namespaces of the source cluster that this
-	// provider lends to GitTargets. "*" lends every namespace.
+	// lend lends source namespaces to the WatchRules of consumer namespaces,
+	// beyond the one every consumer namespace has: the source namespace of its
+	// own name. Omitted lends nothing more.
 	// +optional
-	// +listType=set
-	// +default=["*"]
-	SourceNamespaces []string `json:"sourceNamespaces"`
+	// +listType=atomic
+	Lend []NamespaceLoan `json:"lend,omitempty"`
 	// commitRequests says whether CommitRequests on the source cluster are
 	// served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is
 	// allowed with inCluster, where CommitRequests are served by this API.
@@ -175,6 +180,20 @@ type KubeProviderSpec struct {
 	// posts audit events, so changes are attributed to the people who made them.
 	// +optional
 	Audit AuditSpec `json:"audit,omitempty"`
+}
+
+// NamespaceLoan lends source namespaces to the WatchRules of a set of
+// control-cluster namespaces.
+type NamespaceLoan struct {
+	// sourceNamespaces of the source cluster that are lent: names, or "*" for
+	// every namespace.
+	// +required
+	// +listType=set
+	SourceNamespaces []string `json:"sourceNamespaces"`
+	// to chooses the control-cluster namespaces whose WatchRules may read
+	// them: Names, Selector or All (Same is what every namespace has already).
+	// +required
+	To NamespaceSelection `json:"to"`
 }
 
 // AuditSpec configures a provider's audit route, POST /audit/<kubeprovider>

@@ -143,11 +143,6 @@ func SetObjectDefaults_KubeProvider(in *KubeProvider) {
 			panic(err)
 		}
 	}
-	if in.Spec.SourceNamespaces == nil {
-		if err := json.Unmarshal([]byte(`["*"]`), &in.Spec.SourceNamespaces); err != nil {
-			panic(err)
-		}
-	}
 	if in.Spec.CommitRequests == "" {
 		in.Spec.CommitRequests = "Ignore"
 	}

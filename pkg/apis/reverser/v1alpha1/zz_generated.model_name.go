@@ -210,6 +210,11 @@ func (in LocalObjectReference) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NamespaceLoan) OpenAPIModelName() string {
+	return "dev.reverser.v1alpha1.NamespaceLoan"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in NamespaceSelection) OpenAPIModelName() string {
 	return "dev.reverser.v1alpha1.NamespaceSelection"
 }

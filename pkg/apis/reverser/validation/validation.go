@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -24,10 +25,33 @@ import (
 // MaxMessageLength is the longest CommitRequest message, in characters.
 const MaxMessageLength = 1024
 
-// ValidateGitProviderSpec checks a GitProvider's spec.
-func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, fld *field.Path) field.ErrorList {
+// MaxPathLength is the longest GitTarget spec.path, in bytes.
+const MaxPathLength = 253
+
+// MaxAttachTimeout is the longest CommitRequest spec.window.attachTimeout.
+const MaxAttachTimeout = 10 * time.Minute
+
+// ReservedTrailer is the commit trailer by which Reverser records the
+// CommitRequest a commit saved; it is the same literal as
+// pkg/worker.RequestTrailer ("Reverser-Commit-Request"), which this package
+// does not import. A message may not carry it: a forged trailer would make
+// the controller take a request as saved by a commit that did not save it.
+const ReservedTrailer = "Reverser-Commit-Request"
+
+// ValidateGitProviderSpec checks a GitProvider's spec. namespace is the
+// GitProvider's own namespace, the only one its Secrets may be read from.
+func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, namespace string, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateGitURL(spec.URL, fld.Child("url"))...)
+	scheme, urlErrs := validateGitURL(spec.URL, fld.Child("url"))
+	errs = append(errs, urlErrs...)
+	if scheme == "http" && spec.SecretRef != nil && !spec.AllowInsecureHTTP {
+		errs = append(errs, field.Invalid(fld.Child("url"), redactURL(spec.URL),
+			"with secretRef, credentials would travel in clear over http://: use https://, or set allowInsecureHTTP: true to accept that"))
+	}
+	if spec.AllowInsecureHTTP && scheme != "" && scheme != "http" {
+		errs = append(errs, field.Invalid(fld.Child("allowInsecureHTTP"), true,
+			"only meaningful with an http:// URL: remove it, the URL is "+scheme))
+	}
 	if spec.SecretRef != nil {
 		errs = append(errs, validateName(spec.SecretRef.Name, fld.Child("secretRef", "name"))...)
 	}
@@ -51,7 +75,14 @@ func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, fld *field.Path) fi
 		}
 	}
 	if spec.Signing != nil {
-		errs = append(errs, validateSecretKeyRef(&spec.Signing.SSHKeySecretRef, false, fld.Child("signing", "sshKeySecretRef"))...)
+		sf := fld.Child("signing", "sshKeySecretRef")
+		ref := spec.Signing.SSHKeySecretRef
+		if ref.Namespace != "" && ref.Namespace != namespace {
+			errs = append(errs, field.Invalid(sf.Child("namespace"), ref.Namespace,
+				fmt.Sprintf("must be empty or the GitProvider's own namespace %q: the signing key is read only from there", namespace)))
+			ref.Namespace = "" // reported once
+		}
+		errs = append(errs, validateSecretKeyRef(&ref, false, sf)...)
 	}
 	if d := spec.AuthorEmailDomain; d != "" {
 		for _, msg := range utilvalidation.IsDNS1123Subdomain(d) {
@@ -61,34 +92,103 @@ func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, fld *field.Path) fi
 	return errs
 }
 
-// scpLikeURL matches the scp form of an SSH remote, user@host:path.
+// scpLikeURL matches the scp form of an SSH remote, user@host:path. The user
+// part cannot hold a ':', so no password.
 var scpLikeURL = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$`)
 
-func validateGitURL(raw string, fld *field.Path) field.ErrorList {
+// validateGitURL checks a repository URL and returns its scheme (https, http
+// or ssh; ssh for the scp form), or "" when it has none of those. No
+// credentials may be in it, and no error value shows them.
+func validateGitURL(raw string, fld *field.Path) (string, field.ErrorList) {
 	if raw == "" {
-		return field.ErrorList{field.Required(fld, "the repository URL, e.g. https://git.example.com/org/repo.git")}
+		return "", field.ErrorList{field.Required(fld, "the repository URL, e.g. https://git.example.com/org/repo.git")}
 	}
 	if scpLikeURL.MatchString(raw) {
-		return nil
+		return "ssh", nil
 	}
+	shown := redactURL(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return field.ErrorList{field.Invalid(fld, raw, "must be a URL: "+err.Error())}
+		// url.Parse's error quotes the URL, and parts of it: not shown.
+		return "", field.ErrorList{field.Invalid(fld, shown,
+			"must be a URL such as https://git.example.com/org/repo.git, ssh://git@git.example.com/org/repo.git or git@git.example.com:org/repo.git")}
 	}
 	switch u.Scheme {
 	case "https", "http", "ssh":
 	default:
-		return field.ErrorList{field.Invalid(fld, raw, "scheme must be https, http or ssh (or use user@host:path)")}
+		return "", field.ErrorList{field.Invalid(fld, shown, "scheme must be https, http or ssh (or use user@host:path)")}
 	}
 	if u.Host == "" {
-		return field.ErrorList{field.Invalid(fld, raw, "must name a host")}
+		return "", field.ErrorList{field.Invalid(fld, shown, "must name a host, e.g. https://git.example.com/org/repo.git")}
 	}
-	if u.User != nil {
+	var errs field.ErrorList
+	switch u.Scheme {
+	case "https", "http":
+		if u.User != nil {
+			errs = append(errs, field.Invalid(fld, shown,
+				"must not contain credentials (user@ or user:password@, a token as user name too): put them in the Secret named by secretRef"))
+		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(raw, "?#") {
+			errs = append(errs, field.Invalid(fld, shown,
+				"must not have a query or fragment ('?', '#'): give the repository address only, and put credentials in the Secret named by secretRef"))
+		}
+	case "ssh":
 		if _, hasPassword := u.User.Password(); hasPassword {
-			return field.ErrorList{field.Invalid(fld, "<redacted>", "must not embed a password: put credentials in the Secret named by secretRef")}
+			errs = append(errs, field.Invalid(fld, shown,
+				"must not contain a password: only a user name is allowed (ssh://git@host/path); put the key in the Secret named by secretRef"))
 		}
 	}
-	return nil
+	return u.Scheme, errs
+}
+
+// redacted stands for what an error value does not show.
+const redacted = "<redacted>"
+
+// redactURL is raw with anything that may be a secret replaced by
+// <redacted>, for error values: the userinfo (except an ssh user name), the
+// query and the fragment. It follows gitrepo.RedactURL, which drops them
+// instead and which this package does not import (the API server does not
+// link go-git). Where raw does not parse as host[:port], a '@' further on
+// ends the userinfo, so that a password holding a '/' is hidden as well.
+func redactURL(raw string) string {
+	s, tail := raw, ""
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s, tail = s[:i], s[i:i+1]+redacted
+	}
+	prefix, rest, keepUser := "", s, true // no scheme: the scp form user@host:path
+	if scheme, after, ok := strings.Cut(s, "://"); ok {
+		prefix, rest = scheme+"://", after
+		keepUser = strings.EqualFold(scheme, "ssh")
+	}
+	authority := rest
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		authority = rest[:i]
+	}
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 && badPort(authority) {
+		at = strings.LastIndexByte(rest, '@')
+	}
+	if at < 0 {
+		return prefix + rest + tail
+	}
+	userinfo := redacted
+	if user, _, hasPassword := strings.Cut(rest[:at], ":"); keepUser && user != "" {
+		userinfo = user
+		if hasPassword {
+			userinfo += ":" + redacted
+		}
+	}
+	return prefix + userinfo + "@" + rest[at+1:] + tail
+}
+
+// badPort says whether host[:port] has a port that is not a number, which
+// is what a userinfo holding a '/' leaves behind.
+func badPort(authority string) bool {
+	i := strings.LastIndexByte(authority, ':')
+	if i < 0 || strings.HasSuffix(authority, "]") {
+		return false
+	}
+	return strings.ContainsFunc(authority[i+1:], func(r rune) bool { return r < '0' || r > '9' })
 }
 
 // validateIdentityPart rejects what would corrupt a Git author or committer line.
@@ -118,7 +218,9 @@ func ValidateKubeProviderSpec(spec *reverser.KubeProviderSpec, fld *field.Path) 
 			errs = append(errs, validateNamespaceSelection(sel, fld.Child("consumerNamespaces"))...)
 		}
 	}
-	errs = append(errs, validateSourceNamespaces(spec.SourceNamespaces, fld.Child("sourceNamespaces"))...)
+	for i := range spec.Lend {
+		errs = append(errs, validateLoan(&spec.Lend[i], fld.Child("lend").Index(i))...)
+	}
 	switch spec.CommitRequests {
 	case reverser.CommitRequestsIgnore:
 	case reverser.CommitRequestsReconcile, reverser.CommitRequestsReconcileAndDeleteFinished:
@@ -144,6 +246,20 @@ func ValidateKubeProviderSpec(spec *reverser.KubeProviderSpec, fld *field.Path) 
 		}
 	}
 	return errs
+}
+
+// validateLoan checks one loan of source namespaces to consumer namespaces.
+func validateLoan(l *reverser.NamespaceLoan, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(l.SourceNamespaces) == 0 {
+		errs = append(errs, field.Required(fld.Child("sourceNamespaces"), `the source namespaces lent, or "*"`))
+	}
+	errs = append(errs, validateSourceNamespaces(l.SourceNamespaces, fld.Child("sourceNamespaces"))...)
+	if l.To.From == reverser.NamespacesFromSame {
+		return append(errs, field.NotSupported(fld.Child("to", "from"), l.To.From,
+			[]string{string(reverser.NamespacesFromAll), string(reverser.NamespacesFromNames), string(reverser.NamespacesFromSelector)}))
+	}
+	return append(errs, validateNamespaceSelection(&l.To, fld.Child("to"))...)
 }
 
 func validateSourceNamespaces(names []string, fld *field.Path) field.ErrorList {
@@ -219,6 +335,18 @@ func ValidateGitTargetSpec(spec *reverser.GitTargetSpec, fld *field.Path) field.
 	for i := range spec.AllowedCommitRequests {
 		errs = append(errs, validateGrant(&spec.AllowedCommitRequests[i], fld.Child("allowedCommitRequests").Index(i))...)
 	}
+	for i, n := range spec.AcceptClusterWatchRules {
+		af := fld.Child("acceptClusterWatchRules").Index(i)
+		if n == "*" {
+			if len(spec.AcceptClusterWatchRules) > 1 {
+				errs = append(errs, field.Invalid(af, n, `"*" accepts every ClusterWatchRule and must stand alone`))
+			}
+			continue
+		}
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(n) {
+			errs = append(errs, field.Invalid(af, n, `must be a ClusterWatchRule name or "*": `+msg))
+		}
+	}
 	if ref := spec.ApplierRef; ref != nil {
 		switch ref.Kind {
 		case reverser.ApplierKindFluxClaim, reverser.ApplierKindArgoCDClaim:
@@ -265,31 +393,79 @@ func ValidateGitTargetUpdate(spec, old *reverser.GitTargetSpec, fld *field.Path)
 	return errs
 }
 
-// ValidateRepoPath accepts a folder relative to the repository root, without
-// "..", absolute or Windows-style forms, so a GitTarget never writes outside it.
+// ValidateRepoPath accepts a folder relative to the repository root ("" is
+// the root), so a GitTarget never writes outside it, into .git, or to a name
+// that aliases another on Windows or macOS checkouts: segments separated by
+// single '/', none empty, '.' or '..', none naming .git (in any case, with
+// trailing dots or spaces, as git~1 or with an NTFS stream suffix), none
+// ending in '.' or ' ', no '\', printable characters of valid UTF-8 only,
+// at most MaxPathLength bytes. One trailing '/' is accepted; NormalizeRepoPath
+// removes it.
 func ValidateRepoPath(p string, fld *field.Path) field.ErrorList {
 	if p == "" {
 		return nil
 	}
+	if len(p) > MaxPathLength {
+		return field.ErrorList{field.TooLong(fld, p, MaxPathLength)}
+	}
+	if !utf8.ValidString(p) {
+		return field.ErrorList{field.Invalid(fld, p, "must be valid UTF-8")}
+	}
+	for i, r := range p {
+		if !printable(r) {
+			return field.ErrorList{field.Invalid(fld, p, fmt.Sprintf(
+				"must contain printable characters only: %U at byte %d is a control, format (bidi, zero-width) or line/paragraph separator character", r, i))}
+		}
+	}
 	switch {
 	case strings.HasPrefix(p, "/"):
-		return field.ErrorList{field.Invalid(fld, p, "must be relative to the repository root (no leading '/')")}
+		return field.ErrorList{field.Invalid(fld, p, "must be relative to the repository root (no leading '/'), e.g. clusters/dev")}
 	case strings.Contains(p, `\`):
-		return field.ErrorList{field.Invalid(fld, p, "must use '/' as separator")}
-	case strings.ContainsFunc(p, unicode.IsControl):
-		return field.ErrorList{field.Invalid(fld, p, "must not contain control characters")}
+		return field.ErrorList{field.Invalid(fld, p, "must use '/' as separator (no '\\')")}
 	}
 	for _, seg := range strings.Split(strings.TrimSuffix(p, "/"), "/") {
-		switch seg {
-		case "..":
-			return field.ErrorList{field.Invalid(fld, p, "must not contain '..'")}
-		case ".git":
-			return field.ErrorList{field.Invalid(fld, p, "must not enter the .git folder")}
-		case "":
-			return field.ErrorList{field.Invalid(fld, p, "must not contain empty segments ('//')")}
+		if msg := pathSegmentProblem(seg); msg != "" {
+			return field.ErrorList{field.Invalid(fld, p, msg)}
 		}
 	}
 	return nil
+}
+
+// NormalizeRepoPath is p without one trailing '/', the form a GitTarget's
+// path is stored in. It leaves "/" and a path ending in "//" as they are, so
+// that ValidateRepoPath still refuses them.
+func NormalizeRepoPath(p string) string {
+	if len(p) > 1 && strings.HasSuffix(p, "/") && !strings.HasSuffix(p, "//") {
+		return p[:len(p)-1]
+	}
+	return p
+}
+
+// printable refuses control and format characters (bidi controls,
+// zero-width spaces and joiners, the byte order mark) and the line and
+// paragraph separators.
+func printable(r rune) bool {
+	return !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) && r != '\u2028' && r != '\u2029'
+}
+
+func pathSegmentProblem(seg string) string {
+	switch seg {
+	case "":
+		return "must not contain empty segments ('//'): separate folders with a single '/'"
+	case ".", "..":
+		return "must not contain '.' or '..' segments: name each folder, e.g. clusters/dev"
+	}
+	// Windows drops trailing dots and spaces and reads "name:stream" as
+	// name; git~1 is the 8.3 short name of .git.
+	name, _, _ := strings.Cut(seg, ":")
+	name = strings.TrimRight(name, ". ")
+	if strings.EqualFold(name, ".git") || strings.EqualFold(name, "git~1") {
+		return "must not name the .git folder in any form: .git in any case, with trailing dots or spaces, or its short name git~1"
+	}
+	if strings.HasSuffix(seg, ".") || strings.HasSuffix(seg, " ") {
+		return "no segment may end in '.' or ' ' (Windows drops them, so the folder would alias another)"
+	}
+	return ""
 }
 
 // branchNameProblem applies git check-ref-format's rules to refs/heads/<name>.
@@ -396,11 +572,17 @@ func ValidateCommitRequestSpec(spec *reverser.CommitRequestSpec, fld *field.Path
 		errs = append(errs, field.NotSupported(fld.Child("catchUp"), spec.CatchUp,
 			[]string{string(reverser.CatchUpAsDefinedOnClaim), string(reverser.CatchUpAfterPush)}))
 	}
-	return append(errs, validateDuration(spec.Window.AttachTimeout, false, fld.Child("window", "attachTimeout"))...)
+	at := fld.Child("window", "attachTimeout")
+	errs = append(errs, validateDuration(spec.Window.AttachTimeout, false, at)...)
+	if d := spec.Window.AttachTimeout; d != nil && d.Duration > MaxAttachTimeout {
+		errs = append(errs, field.Invalid(at, d.Duration.String(), fmt.Sprintf("must be at most %s", MaxAttachTimeout)))
+	}
+	return errs
 }
 
-// ValidateMessage accepts 1 to MaxMessageLength characters of text; line
-// breaks and tabs are the only control characters allowed.
+// ValidateMessage accepts 1 to MaxMessageLength characters of valid UTF-8;
+// line feeds and tabs are the only control characters allowed, and no line
+// may start with the ReservedTrailer, which Reverser alone writes.
 func ValidateMessage(msg string, fld *field.Path) field.ErrorList {
 	switch n := utf8.RuneCountInString(msg); {
 	case strings.TrimSpace(msg) == "":
@@ -408,14 +590,36 @@ func ValidateMessage(msg string, fld *field.Path) field.ErrorList {
 	case !utf8.ValidString(msg):
 		return field.ErrorList{field.Invalid(fld, msg, "must be valid UTF-8")}
 	case n > MaxMessageLength:
-		return field.ErrorList{field.TooLong(fld, "", MaxMessageLength)}
+		return field.ErrorList{field.TooLongCharacters(fld, msg, MaxMessageLength)}
 	}
 	for i, r := range msg {
-		if unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' {
-			return field.ErrorList{field.Invalid(fld, msg, fmt.Sprintf("must not contain control character %U (at byte %d)", r, i))}
+		switch {
+		case r == '\r':
+			return field.ErrorList{field.Invalid(fld, msg, fmt.Sprintf(
+				"must not contain carriage returns (at byte %d): end lines with \\n only", i))}
+		case unicode.IsControl(r) && r != '\n' && r != '\t':
+			return field.ErrorList{field.Invalid(fld, msg, fmt.Sprintf(
+				"must not contain control character %U (at byte %d): line feeds and tabs are the only ones allowed", r, i))}
+		}
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		if hasReservedTrailer(line) {
+			return field.ErrorList{field.Invalid(fld, line,
+				"no line may start with the trailer "+ReservedTrailer+": (in any case): it is written by Reverser only, to record which CommitRequest a commit saved")}
 		}
 	}
 	return nil
+}
+
+// hasReservedTrailer says whether line, after leading whitespace, starts
+// with ReservedTrailer and ':' in any case. Git also reads "Token : value" as
+// a trailer, so blanks before the ':' do not help.
+func hasReservedTrailer(line string) bool {
+	t := strings.TrimLeftFunc(line, unicode.IsSpace)
+	if len(t) < len(ReservedTrailer) || !strings.EqualFold(t[:len(ReservedTrailer)], ReservedTrailer) {
+		return false
+	}
+	return strings.HasPrefix(strings.TrimLeft(t[len(ReservedTrailer):], " \t"), ":")
 }
 
 // ValidateCommitRequestUpdate refuses any change of the spec.

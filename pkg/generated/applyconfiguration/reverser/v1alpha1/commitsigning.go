@@ -11,8 +11,9 @@ package v1alpha1
 //
 // CommitSigning configures SSH commit signatures.
 type CommitSigningApplyConfiguration struct {
-	// sshKeySecretRef names the Secret key (in the GitProvider's namespace)
-	// that holds the OpenSSH private key used to sign commits.
+	// sshKeySecretRef names the Secret key that holds the OpenSSH private
+	// key used to sign commits. The Secret must be in the GitProvider's
+	// namespace: namespace is empty or that namespace.
 	SSHKeySecretRef *SecretKeyReferenceApplyConfiguration `json:"sshKeySecretRef,omitempty"`
 }
 

@@ -18,6 +18,9 @@ type GitProviderSpecApplyConfiguration struct {
 	// for HTTP(S), or "identity" (a private key) and "known_hosts" for SSH.
 	// Omitted for a repository that needs no credentials.
 	SecretRef *LocalObjectReferenceApplyConfiguration `json:"secretRef,omitempty"`
+	// allowInsecureHTTP lets secretRef's credentials travel over an http://
+	// URL, in clear. Without it a secretRef with an http:// URL is refused.
+	AllowInsecureHTTP *bool `json:"allowInsecureHTTP,omitempty"`
 	// committer is the identity recorded as committer on every commit.
 	// Authors are the people who made the changes.
 	Committer *CommitterApplyConfiguration `json:"committer,omitempty"`
@@ -52,6 +55,14 @@ func (b *GitProviderSpecApplyConfiguration) WithURL(value string) *GitProviderSp
 // If called multiple times, the SecretRef field is set to the value of the last call.
 func (b *GitProviderSpecApplyConfiguration) WithSecretRef(value *LocalObjectReferenceApplyConfiguration) *GitProviderSpecApplyConfiguration {
 	b.SecretRef = value
+	return b
+}
+
+// WithAllowInsecureHTTP sets the AllowInsecureHTTP field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AllowInsecureHTTP field is set to the value of the last call.
+func (b *GitProviderSpecApplyConfiguration) WithAllowInsecureHTTP(value bool) *GitProviderSpecApplyConfiguration {
+	b.AllowInsecureHTTP = &value
 	return b
 }
 

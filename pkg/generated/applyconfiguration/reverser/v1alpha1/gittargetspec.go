@@ -35,6 +35,10 @@ type GitTargetSpecApplyConfiguration struct {
 	// sourceNamespaces. Omitted, only CommitRequests in the GitTarget's own
 	// namespace are admitted; an empty list admits none.
 	AllowedCommitRequests []CommitRequestGrantApplyConfiguration `json:"allowedCommitRequests,omitempty"`
+	// acceptClusterWatchRules names the ClusterWatchRules whose objects this
+	// target accepts ("*" accepts all). Omitted accepts none: a
+	// ClusterWatchRule feeds a GitTarget only when the target agrees.
+	AcceptClusterWatchRules []string `json:"acceptClusterWatchRules,omitempty"`
 	// applierRef names the FluxClaim or ArgoCDClaim, in this namespace, whose
 	// applier deploys this branch. Reverser then decides when it applies.
 	ApplierRef *ApplierReferenceApplyConfiguration `json:"applierRef,omitempty"`
@@ -105,6 +109,16 @@ func (b *GitTargetSpecApplyConfiguration) WithAllowedCommitRequests(values ...*C
 			panic("nil value passed to WithAllowedCommitRequests")
 		}
 		b.AllowedCommitRequests = append(b.AllowedCommitRequests, *values[i])
+	}
+	return b
+}
+
+// WithAcceptClusterWatchRules adds the given value to the AcceptClusterWatchRules field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AcceptClusterWatchRules field.
+func (b *GitTargetSpecApplyConfiguration) WithAcceptClusterWatchRules(values ...string) *GitTargetSpecApplyConfiguration {
+	for i := range values {
+		b.AcceptClusterWatchRules = append(b.AcceptClusterWatchRules, values[i])
 	}
 	return b
 }

@@ -25,9 +25,10 @@ type KubeProviderSpecApplyConfiguration struct {
 	// GitTargets, FluxClaims and ArgoCDClaims may use this provider. Same is
 	// not allowed here: a KubeProvider has no namespace.
 	ConsumerNamespaces *NamespaceSelectionApplyConfiguration `json:"consumerNamespaces,omitempty"`
-	// sourceNamespaces lists the namespaces of the source cluster that this
-	// provider lends to GitTargets. "*" lends every namespace.
-	SourceNamespaces []string `json:"sourceNamespaces,omitempty"`
+	// lend lends source namespaces to the WatchRules of consumer namespaces,
+	// beyond the one every consumer namespace has: the source namespace of its
+	// own name. Omitted lends nothing more.
+	Lend []NamespaceLoanApplyConfiguration `json:"lend,omitempty"`
 	// commitRequests says whether CommitRequests on the source cluster are
 	// served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is
 	// allowed with inCluster, where CommitRequests are served by this API.
@@ -67,12 +68,15 @@ func (b *KubeProviderSpecApplyConfiguration) WithConsumerNamespaces(value *Names
 	return b
 }
 
-// WithSourceNamespaces adds the given value to the SourceNamespaces field in the declarative configuration
+// WithLend adds the given value to the Lend field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
-// If called multiple times, values provided by each call will be appended to the SourceNamespaces field.
-func (b *KubeProviderSpecApplyConfiguration) WithSourceNamespaces(values ...string) *KubeProviderSpecApplyConfiguration {
+// If called multiple times, values provided by each call will be appended to the Lend field.
+func (b *KubeProviderSpecApplyConfiguration) WithLend(values ...*NamespaceLoanApplyConfiguration) *KubeProviderSpecApplyConfiguration {
 	for i := range values {
-		b.SourceNamespaces = append(b.SourceNamespaces, values[i])
+		if values[i] == nil {
+			panic("nil value passed to WithLend")
+		}
+		b.Lend = append(b.Lend, *values[i])
 	}
 	return b
 }

@@ -19,6 +19,11 @@ type WatchRuleStatusApplyConfiguration struct {
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// conditions: Ready, Reconciling and Stalled.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// authorizedBy is the user whose rights the rule reads with: the one who
+	// created it or last changed its spec, written by the API server after it
+	// checked that they may list and watch what the rule selects. Clients
+	// cannot set or change it; the controller checks it again on every resync.
+	AuthorizedBy *AuthorApplyConfiguration `json:"authorizedBy,omitempty"`
 	// resolved lists the group/version/resources the rules matched.
 	Resolved []string `json:"resolved,omitempty"`
 	// unresolved lists what the rules named that the source does not serve.
@@ -49,6 +54,14 @@ func (b *WatchRuleStatusApplyConfiguration) WithConditions(values ...*v1.Conditi
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithAuthorizedBy sets the AuthorizedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AuthorizedBy field is set to the value of the last call.
+func (b *WatchRuleStatusApplyConfiguration) WithAuthorizedBy(value *AuthorApplyConfiguration) *WatchRuleStatusApplyConfiguration {
+	b.AuthorizedBy = value
 	return b
 }
 

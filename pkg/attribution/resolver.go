@@ -1,0 +1,63 @@
+package attribution
+
+import (
+	"time"
+
+	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/metrics"
+	"reverser.dev/reverser/pkg/watch"
+)
+
+// Resolver decides the author of the changes a KubeProvider's streams see
+// for one GitTarget.
+type Resolver struct {
+	Index    *Index
+	Provider string
+	// Consumer is the GitTarget's "namespace/name": each fact is taken once
+	// per consumer.
+	Consumer string
+	// Enabled says the provider sends audit events; without them every
+	// change is authored by Committer.
+	Enabled   bool
+	Grace     time.Duration
+	Domain    string
+	Committer gitrepo.Signature
+}
+
+// key is the key of ch's fact: the object and its resourceVersion, or for a
+// delete its UID and DeleteMarker.
+func (r *Resolver) key(ch watch.Change) Key {
+	k := Key{Provider: r.Provider, Group: ch.GVR.Group, Resource: ch.GVR.Resource, Namespace: ch.Namespace, Name: ch.Name,
+		ResourceVersion: ch.ResourceVersion}
+	if ch.Content == nil {
+		k.UID, k.ResourceVersion = ch.UID, DeleteMarker
+	}
+	return k
+}
+
+// Author returns the author of ch, or ready=false with when to ask again
+// while its fact may still arrive. A fact it returns is taken: asked again
+// for the same change, it finds none.
+func (r *Resolver) Author(ch watch.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time) {
+	if !r.Enabled || r.Index == nil {
+		metrics.Attributions.WithLabelValues("disabled").Inc()
+		return r.Committer, true, time.Time{}
+	}
+	if ch.Snapshot {
+		// What the cluster held when the stream started: nobody's edit now.
+		metrics.Attributions.WithLabelValues("snapshot").Inc()
+		return r.Committer, true, time.Time{}
+	}
+	if f, ok := r.Index.Take(r.key(ch), r.Consumer); ok {
+		metrics.Attributions.WithLabelValues("resolved").Inc()
+		metrics.AttributionWait.Observe(max(now.Sub(ch.Seen), 0).Seconds())
+		return Identity(f.User.Name, r.Domain), true, time.Time{}
+	}
+	deadline := ch.Seen.Add(r.Grace)
+	if now.Before(deadline) {
+		return gitrepo.Signature{}, false, deadline
+	}
+	metrics.Attributions.WithLabelValues("unresolved").Inc()
+	metrics.AttributionWait.Observe(r.Grace.Seconds())
+	return Unresolved(r.Domain), true, time.Time{}
+}

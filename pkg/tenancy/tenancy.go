@@ -1,0 +1,152 @@
+// Package tenancy decides what a tenant may reach through Reverser, so that
+// Reverser never becomes a way around RBAC:
+//   - which source namespaces a KubeProvider lends to the WatchRules of a
+//     control-cluster namespace (every namespace has its own; loans add more);
+//   - which permissions a rule needs from the user who authorised it: list
+//     and watch of every resource it selects, where it reads them.
+//
+// Both the API server (when a rule is written) and the controller (on every
+// resync) ask these questions; the package holds no state and never blocks
+// beyond the NamespaceLabels lookup it is given.
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+)
+
+// NamespaceLabels returns the labels of a control-cluster namespace.
+type NamespaceLabels func(ctx context.Context, namespace string) (labels.Set, error)
+
+// Selects reports whether sel admits namespace ns. Same admits holder, the
+// namespace of the object that holds the selection.
+func Selects(ctx context.Context, sel *v1.NamespaceSelection, holder, ns string, labelsOf NamespaceLabels) (bool, error) {
+	switch sel.From {
+	case v1.NamespacesFromAll:
+		return true, nil
+	case v1.NamespacesFromSame:
+		return holder != "" && ns == holder, nil
+	case v1.NamespacesFromNames:
+		return slices.Contains(sel.Names, ns), nil
+	case v1.NamespacesFromSelector:
+		if sel.Selector == nil || labelsOf == nil {
+			return false, nil
+		}
+		selector, err := metav1.LabelSelectorAsSelector(sel.Selector)
+		if err != nil {
+			return false, err
+		}
+		set, err := labelsOf(ctx, ns)
+		if err != nil {
+			return false, fmt.Errorf("reading the labels of namespace %q: %w", ns, err)
+		}
+		return selector.Matches(set), nil
+	default:
+		return false, nil
+	}
+}
+
+// Consumer reports whether kp admits GitTargets (and claims) of namespace ns:
+// spec.consumerNamespaces, All when omitted.
+func Consumer(ctx context.Context, kp *v1.KubeProvider, ns string, labelsOf NamespaceLabels) (bool, error) {
+	if kp.Spec.ConsumerNamespaces == nil {
+		return true, nil
+	}
+	return Selects(ctx, kp.Spec.ConsumerNamespaces, "", ns, labelsOf)
+}
+
+// Lends reports whether kp lends source namespace source to the WatchRules of
+// control-cluster namespace consumer. Every consumer has the source namespace
+// of its own name; spec.lend adds more.
+func Lends(ctx context.Context, kp *v1.KubeProvider, consumer, source string, labelsOf NamespaceLabels) (bool, error) {
+	if source == consumer {
+		return true, nil
+	}
+	for i := range kp.Spec.Lend {
+		loan := &kp.Spec.Lend[i]
+		if !slices.Contains(loan.SourceNamespaces, "*") && !slices.Contains(loan.SourceNamespaces, source) {
+			continue
+		}
+		ok, err := Selects(ctx, &loan.To, "", consumer, labelsOf)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// Access is one permission: verb on a resource of a group, in a namespace
+// ("" for cluster-scoped resources or cluster-wide reads).
+type Access struct {
+	Verb, Group, Resource, Namespace string
+}
+
+func (a Access) String() string {
+	res := a.Resource
+	if a.Group != "" {
+		res += "." + a.Group
+	}
+	if a.Namespace == "" {
+		return fmt.Sprintf("%s %s (cluster-wide)", a.Verb, res)
+	}
+	return fmt.Sprintf("%s %s in namespace %s", a.Verb, res, a.Namespace)
+}
+
+// ReadVerbs are what a stream does with each resource it mirrors.
+var ReadVerbs = []string{"list", "watch"}
+
+// RuleAccess lists the permissions a rule that selects gvrs in namespace
+// (empty for a ClusterWatchRule) needs: list and watch of each resource,
+// whatever version it is read at.
+func RuleAccess(gvrs []schema.GroupVersionResource, namespace string) []Access {
+	var out []Access
+	for _, gvr := range gvrs {
+		for _, verb := range ReadVerbs {
+			a := Access{Verb: verb, Group: gvr.Group, Resource: gvr.Resource, Namespace: namespace}
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// Denied explains, in words a user can act on, which permissions are missing.
+func Denied(user string, missing []Access) string {
+	parts := make([]string, len(missing))
+	for i, a := range missing {
+		parts[i] = a.String()
+	}
+	return fmt.Sprintf("user %q may not read what the rule selects: it lacks %s; a rule reads only what its author may read",
+		user, strings.Join(parts, ", "))
+}
+
+// Missing asks authz about each access for u and returns those it does not
+// allow. An authorizer that fails is an error, not a refusal.
+func Missing(ctx context.Context, authz authorizer.Authorizer, u user.Info, needed []Access) ([]Access, error) {
+	var missing []Access
+	for _, acc := range needed {
+		decision, _, err := authz.Authorize(ctx, authorizer.AttributesRecord{
+			User: u, Verb: acc.Verb, APIGroup: acc.Group, APIVersion: "*", Resource: acc.Resource,
+			Namespace: acc.Namespace, ResourceRequest: true,
+		})
+		if decision == authorizer.DecisionAllow {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("checking whether %q may %s: %w", u.GetName(), acc, err)
+		}
+		missing = append(missing, acc)
+	}
+	return missing, nil
+}

@@ -1,0 +1,107 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+)
+
+func labelsOf(ctx context.Context, ns string) (labels.Set, error) {
+	switch ns {
+	case "team-a":
+		return labels.Set{"tier": "apps"}, nil
+	case "team-b":
+		return labels.Set{}, nil
+	}
+	return nil, errors.New("namespace " + ns + " not found")
+}
+
+func TestLends(t *testing.T) {
+	defaults := &v1.KubeProvider{}
+	lending := &v1.KubeProvider{Spec: v1.KubeProviderSpec{Lend: []v1.NamespaceLoan{
+		{SourceNamespaces: []string{"shared"}, To: v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"team-b"}}},
+		{SourceNamespaces: []string{"*"}, To: v1.NamespaceSelection{From: v1.NamespacesFromSelector,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "apps"}}}},
+	}}}
+	for _, tc := range []struct {
+		name             string
+		kp               *v1.KubeProvider
+		consumer, source string
+		want             bool
+	}{
+		{"own namespace by default", defaults, "team-a", "team-a", true},
+		{"nothing else by default", defaults, "team-a", "kube-system", false},
+		{"a named loan", lending, "team-b", "shared", true},
+		{"a named loan lends only what it names", lending, "team-b", "kube-system", false},
+		{"a selector loan of every namespace", lending, "team-a", "kube-system", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Lends(context.Background(), tc.kp, tc.consumer, tc.source, labelsOf)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	_, err := Lends(context.Background(), lending, "gone", "kube-system", labelsOf)
+	assert.Error(t, err, "a namespace whose labels cannot be read is an error, not a loan")
+}
+
+func TestConsumer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sel  *v1.NamespaceSelection
+		ns   string
+		want bool
+	}{
+		{"omitted admits all", nil, "team-b", true},
+		{"names", &v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"team-a"}}, "team-b", false},
+		{"selector", &v1.NamespaceSelection{From: v1.NamespacesFromSelector,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "apps"}}}, "team-a", true},
+		{"Same has no holder on a cluster-scoped provider", &v1.NamespaceSelection{From: v1.NamespacesFromSame}, "team-a", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Consumer(context.Background(), &v1.KubeProvider{Spec: v1.KubeProviderSpec{ConsumerNamespaces: tc.sel}}, tc.ns, labelsOf)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestRuleAccessAndMissing(t *testing.T) {
+	gvrs := []schema.GroupVersionResource{
+		{Version: "v1", Resource: "configmaps"}, {Group: "apps", Version: "v1", Resource: "deployments"},
+		{Group: "apps", Version: "v1beta1", Resource: "deployments"},
+	}
+	need := RuleAccess(gvrs, "team-a")
+	assert.Equal(t, []Access{
+		{"list", "", "configmaps", "team-a"}, {"watch", "", "configmaps", "team-a"},
+		{"list", "apps", "deployments", "team-a"}, {"watch", "apps", "deployments", "team-a"},
+	}, need, "each resource once, whatever its version")
+
+	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetResource() == "configmaps" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	missing, err := Missing(context.Background(), authz, &user.DefaultInfo{Name: "bob"}, need)
+	require.NoError(t, err)
+	assert.Equal(t, need[2:], missing)
+	assert.Equal(t, `user "bob" may not read what the rule selects: it lacks list deployments.apps in namespace team-a, `+
+		`watch deployments.apps in namespace team-a; a rule reads only what its author may read`, Denied("bob", missing))
+
+	failing := authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionNoOpinion, "", errors.New("webhook down")
+	})
+	_, err = Missing(context.Background(), failing, &user.DefaultInfo{Name: "bob"}, need)
+	assert.ErrorContains(t, err, "webhook down", "a failing authorizer is an error, not a refusal")
+}

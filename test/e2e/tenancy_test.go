@@ -1,0 +1,450 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// The attacks of this file are made by bob as a namespace tenant: he may do
+// anything with Reverser's objects, ConfigMaps, Secrets and Services of his
+// own namespace, and holds no right elsewhere beyond the shared reverser-user
+// role every developer has (read reverser.dev, write ConfigMaps).
+
+// tenant is bob's namespace, with a KubeProvider of its own (inCluster, no
+// audit: changes are authored by the committer, at once), so that what a test
+// lends or withdraws touches no other test.
+type tenant struct {
+	*mirrorFixture
+	provider string
+}
+
+const tenantRole = `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: tenant, namespace: %[1]s}
+rules:
+- apiGroups: [reverser.dev]
+  resources: [gitproviders, gittargets, watchrules, commitrequests]
+  verbs: ["*"]
+- apiGroups: [""]
+  resources: [configmaps, secrets, services]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: tenant, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenant}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+`
+
+func newTenant(t *testing.T, providerSpec string) *tenant {
+	t.Helper()
+	ns := namespace(t, "tenant")
+	name := uniqueName("tenant-repo")
+	bare, err := gitserver.CreateRepo(env.GitRoot, name)
+	require.NoError(t, err)
+	tn := &tenant{
+		mirrorFixture: &mirrorFixture{t: t, ns: ns, url: env.GitBaseURL + "/" + name + ".git", bare: bare, target: "site"},
+		provider:      uniqueName("kp"),
+	}
+	kubectlOK(t, admin, fmt.Sprintf(tenantRole, ns)+fmt.Sprintf(`---
+apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: %s}
+spec:
+  inCluster: true
+%s`, tn.provider, providerSpec), "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "kubeprovider", tn.provider) })
+	return tn
+}
+
+// apply applies objects in the tenant's namespace as user.
+func (tn *tenant) apply(user, yaml string) (string, error) {
+	return kubectl(user, yaml, "apply", "--server-side", "-n", tn.ns, "-f", "-")
+}
+
+// mirror sets up, as bob, a GitProvider to his repository, the GitTarget
+// "site" and the WatchRule "rules" whose spec is ruleSpec.
+func (tn *tenant) mirror(providerSpec, ruleSpec string) {
+	tn.t.Helper()
+	kubectlOK(tn.t, bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: %[1]s}
+spec:
+  url: %[2]q
+%[5]s
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: site, namespace: %[1]s}
+spec:
+  kubeProviderRef: {name: %[3]s}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: %[6]s
+  commit: {window: {silence: 200ms, maxAge: 5s}}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: rules, namespace: %[1]s}
+spec:
+  gitTargetRef: {name: site}
+%[4]s
+`, tn.ns, tn.url, tn.provider, ruleSpec, providerSpec, mirrorPath), "apply", "--server-side", "-f", "-")
+}
+
+const ownConfigMaps = `  rules:
+  - apiGroups: [""]
+    resources: [configmaps]`
+
+// condition reads a condition of an object as admin.
+func condition(t *testing.T, typ string, args ...string) (status, reason, message string) {
+	out, err := kubectl(admin, "", append(append([]string{"get"}, args...), "-o",
+		fmt.Sprintf(`jsonpath={.status.conditions[?(@.type==%q)].status}|{.status.conditions[?(@.type==%q)].reason}|{.status.conditions[?(@.type==%q)].message}`,
+			typ, typ, typ))...)
+	if err != nil {
+		return "", "", err.Error()
+	}
+	parts := strings.SplitN(out, "|", 3)
+	for len(parts) < 3 {
+		parts = append(parts, "")
+	}
+	return parts[0], parts[1], parts[2]
+}
+
+// waitCondition waits until a condition has the given status and reason, and
+// returns its message.
+func waitCondition(t *testing.T, timeout time.Duration, typ, status, reason string, args ...string) string {
+	t.Helper()
+	var message string
+	eventually(t, timeout, fmt.Sprintf("%s %s=%s %s", strings.Join(args, " "), typ, status, reason), func() (bool, error) {
+		s, r, m := condition(t, typ, args...)
+		message = m
+		return s == status && r == reason, nil
+	})
+	return message
+}
+
+// never polls cond for d and fails if it ever holds: the way to show that
+// something stays out of Git for longer than any window and grace.
+func never(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	held := false
+	_ = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		held = cond()
+		return held, nil
+	})
+	require.False(t, held, what)
+}
+
+// noFileContains fails when any file of the repository's main branch has
+// substr in its path.
+func (f *mirrorFixture) noFileContains(substr string) {
+	f.t.Helper()
+	for _, p := range f.files() {
+		assert.NotContains(f.t, p, substr)
+	}
+}
+
+// TestTenantCannotMirrorWhatTheyCannotRead (finding 1): bob mirrors
+// kube-system into his own repository.
+func TestTenantCannotMirrorWhatTheyCannotRead(t *testing.T) {
+	tn := newTenant(t, "")
+
+	// He may not read kube-system's Roles: the API server refuses the rule.
+	out, err := tn.apply(bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: steal, namespace: %s}
+spec:
+  gitTargetRef: {name: site}
+  sourceNamespace: kube-system
+  rules:
+  - apiGroups: ["", rbac.authorization.k8s.io]
+    resources: [configmaps, roles, rolebindings]
+`, tn.ns))
+	require.Error(t, err)
+	assert.Contains(t, out, `user "bob" may not read what the rule selects: it lacks list roles.rbac.authorization.k8s.io in namespace kube-system`)
+
+	// ConfigMaps he may read, but the provider lends his namespace only itself.
+	tn.mirror("", ownConfigMaps)
+	kubectlOK(t, bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: steal, namespace: %s}
+spec:
+  gitTargetRef: {name: site}
+  sourceNamespace: kube-system
+  rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+`, tn.ns), "apply", "--server-side", "-f", "-")
+	msg := waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "NotLent", "watchrule", "-n", tn.ns, "steal")
+	assert.Contains(t, msg, `does not lend source namespace "kube-system" to namespace "`+tn.ns+`"`)
+
+	// A ClusterWatchRule aimed at his target by someone else is not taken
+	// unless the target accepts it.
+	cwr := uniqueName("feed")
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: ClusterWatchRule
+metadata: {name: %s}
+spec:
+  gitTargetRef: {namespace: %s, name: site}
+  rules:
+  - apiGroups: [rbac.authorization.k8s.io]
+    resources: [clusterroles]
+`, cwr, tn.ns), "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "clusterwatchrule", cwr) })
+	waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "NotAccepted", "clusterwatchrule", cwr)
+
+	tn.barrier()
+	tn.noFileContains("kube-system")
+	tn.noFileContains("_cluster")
+	gt := tn.gitTarget()
+	assert.Equal(t, int32(1), gt.Status.Streams.Desired, "only his own namespace's ConfigMaps are watched")
+	assert.Contains(t, conditionMessage(gt.Status.Conditions, v1.ConditionStreamsRunning), "WatchRule steal:")
+
+	// What the admin lends explicitly is mirrored.
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: %s}
+spec:
+  inCluster: true
+  lend:
+  - sourceNamespaces: [kube-system]
+    to: {from: Names, names: [%s]}
+`, tn.provider, tn.ns), "apply", "--server-side", "-f", "-")
+	waitCondition(t, 30*time.Second, v1.ConditionReady, "True", "Resolved", "watchrule", "-n", tn.ns, "steal")
+	tn.waitFile(filepath.Join(mirrorPath, "kube-system", "configmaps", "extension-apiserver-authentication.yaml"),
+		func(s string) bool { return s != "" }, "the lent namespace mirrored")
+}
+
+// TestWorkersKeepTheirOwnCredentials (finding 2): bob points a GitProvider
+// of his own at another team's private repository, without credentials,
+// hoping to push with theirs, and then at their folder.
+func TestWorkersKeepTheirOwnCredentials(t *testing.T) {
+	user := uniqueName("robot")
+	creds, err := os.OpenFile(filepath.Join(env.GitRoot, gitserver.CredentialsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(creds, "%s:their-password\n", user)
+	require.NoError(t, err)
+	require.NoError(t, creds.Close())
+
+	victim := newMirrorWith(t, mirrorOptions{rules: ownConfigMaps, private: true,
+		providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true"})
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", victim.ns, "git-credentials",
+		"--from-literal=username="+user, "--from-literal=password=their-password")
+	victim.waitReady()
+	victim.barrier()
+
+	tn := newTenant(t, "")
+	tn.url = strings.Replace(victim.url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
+	tn.bare = victim.bare
+	tn.mirror("", ownConfigMaps)
+	kubectlOK(t, bob, "", "create", "configmap", "-n", tn.ns, "bobs", "--from-literal=a=1")
+	msg := waitCondition(t, 60*time.Second, v1.ConditionGitReachable, "False", "GitUnreachable", "gittarget", "-n", tn.ns, "site")
+	assert.Contains(t, strings.ToLower(msg), "authentication")
+	victim.barrier()
+	assert.Equal(t, "True", conditionStatus(victim.gitTarget().Status.Conditions, v1.ConditionReady),
+		"the other team's mirror does not see bob's failures")
+	tn.noFileContains(tn.ns)
+
+	// His GitTarget at their folder, with their repository, is refused.
+	kubectlOK(t, bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: overlap, namespace: %s}
+spec:
+  kubeProviderRef: {name: %s}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: %s/%s
+`, tn.ns, tn.provider, mirrorPath, victim.ns), "apply", "--server-side", "-f", "-")
+	msg = waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "PathConflict", "gittarget", "-n", tn.ns, "overlap")
+	assert.Contains(t, msg, fmt.Sprintf("GitTarget %s/site, created earlier", victim.ns))
+}
+
+func conditionStatus(conds []metav1.Condition, typ string) string {
+	if c := meta.FindStatusCondition(conds, typ); c != nil {
+		return string(c.Status)
+	}
+	return ""
+}
+
+// TestRevocationStopsTheMirror (finding 3): each precondition withdrawn
+// while bob's mirror runs stops it within a resync; an edit after that
+// never reaches Git.
+func TestRevocationStopsTheMirror(t *testing.T) {
+	configMap := func(ns string) func(t *testing.T, tn *tenant, name string) {
+		return func(t *testing.T, tn *tenant, name string) {
+			kubectlOK(t, admin, "", "create", "configmap", "-n", ns+tn.ns, name, "--from-literal=a=1")
+		}
+	}
+	cases := []struct {
+		name string
+		// ruleReason is set when the rule, not the target, is refused.
+		reason, ruleReason string
+		rules              func(tn *tenant) string
+		setup, revoke      func(t *testing.T, tn *tenant)
+		// edit makes an object named name that the rules select.
+		edit func(t *testing.T, tn *tenant, name string)
+	}{
+		{name: "rights", ruleReason: "NotAuthorized",
+			rules: func(*tenant) string {
+				return "  rules:\n  - apiGroups: [\"\"]\n    resources: [services]"
+			},
+			revoke: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "delete", "rolebinding", "-n", tn.ns, "tenant")
+			},
+			edit: func(t *testing.T, tn *tenant, name string) {
+				kubectlOK(t, admin, "", "create", "service", "clusterip", "-n", tn.ns, name, "--tcp=80:80")
+			}},
+		{name: "lending", ruleReason: "NotLent",
+			rules: func(tn *tenant) string { return "  sourceNamespace: shared-" + tn.ns + "\n" + ownConfigMaps },
+			setup: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "create", "namespace", "shared-"+tn.ns)
+				t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "namespace", "shared-"+tn.ns, "--wait=false") })
+				kubectlOK(t, admin, "", "patch", "kubeprovider", tn.provider, "--type=merge", "-p",
+					fmt.Sprintf(`{"spec":{"lend":[{"sourceNamespaces":["shared-%s"],"to":{"from":"Names","names":["%s"]}}]}}`, tn.ns, tn.ns))
+			},
+			revoke: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "patch", "kubeprovider", tn.provider, "--type=json", "-p", `[{"op":"remove","path":"/spec/lend"}]`)
+			},
+			edit: configMap("shared-")},
+		{name: "provider", reason: "KubeProviderNotFound",
+			revoke: func(t *testing.T, tn *tenant) { kubectlOK(t, admin, "", "delete", "kubeprovider", tn.provider) }},
+		{name: "consumer", reason: "KubeProviderNotLent",
+			revoke: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "patch", "kubeprovider", tn.provider, "--type=merge", "-p",
+					`{"spec":{"consumerNamespaces":{"from":"Names","names":["somebody-else"]}}}`)
+			}},
+		{name: "gitprovider", reason: "GitProviderNotFound",
+			revoke: func(t *testing.T, tn *tenant) { kubectlOK(t, admin, "", "delete", "gitprovider", "-n", tn.ns, "repo") }},
+		{name: "branch", reason: "BranchNotAllowed",
+			revoke: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "patch", "gitprovider", "-n", tn.ns, "repo", "--type=merge", "-p", `{"spec":{"allowedBranches":["release"]}}`)
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tn := newTenant(t, "")
+			tn.t = t
+			if tc.setup != nil {
+				tc.setup(t, tn)
+			}
+			rules, edit := ownConfigMaps, configMap("")
+			if tc.rules != nil {
+				rules = tc.rules(tn)
+			}
+			if tc.edit != nil {
+				edit = tc.edit
+			}
+			tn.mirror("", rules)
+			edit(t, tn, "before")
+			eventually(t, 60*time.Second, "the mirror runs before the withdrawal", func() (bool, error) {
+				return slices.ContainsFunc(tn.files(), func(p string) bool { return strings.HasSuffix(p, "/before.yaml") }), nil
+			})
+
+			tc.revoke(t, tn)
+			// Within one resync (10s here) plus the authorizer's cache.
+			if tc.ruleReason != "" {
+				waitCondition(t, 25*time.Second, v1.ConditionReady, "False", tc.ruleReason, "watchrule", "-n", tn.ns, "rules")
+				waitCondition(t, 25*time.Second, v1.ConditionStreamsRunning, "False", "RulesRefused", "gittarget", "-n", tn.ns, "site")
+			} else {
+				waitCondition(t, 25*time.Second, v1.ConditionReady, "False", tc.reason, "gittarget", "-n", tn.ns, "site")
+				waitCondition(t, 25*time.Second, v1.ConditionStreamsRunning, "False", "Stopped", "gittarget", "-n", tn.ns, "site")
+			}
+			edit(t, tn, "after")
+			never(t, 5*time.Second, "a commit after the precondition was withdrawn", func() bool {
+				return slices.ContainsFunc(tn.files(), func(p string) bool { return strings.HasSuffix(p, "/after.yaml") })
+			})
+		})
+	}
+}
+
+// TestTenantInputsAreRefused (finding 5): bob's inputs that would alias or
+// escape a folder, leak or misuse credentials, or forge a save.
+func TestTenantInputsAreRefused(t *testing.T) {
+	tn := newTenant(t, "")
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"dot segment aliases a folder", gitTargetYAML(tn.ns, "dot", `  path: ./x`), "spec.path"},
+		{".git in another case", gitTargetYAML(tn.ns, "dotgit", `  path: apps/.GIT/hooks`), "spec.path"},
+		{"a bidi control", gitTargetYAML(tn.ns, "bidi", "  path: \"apps/\u202eevil\""), "spec.path"},
+		{"a token in the URL", `apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: leak, namespace: ` + tn.ns + `}
+spec:
+  url: https://s3cret-token@git.example/org/repo.git
+`, "spec.url"},
+		{"credentials over plain http", `apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: clear, namespace: ` + tn.ns + `}
+spec:
+  url: http://git.example/org/repo.git
+  secretRef: {name: creds}
+`, "allowInsecureHTTP"},
+		{"a signing key of another namespace", `apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: signer, namespace: ` + tn.ns + `}
+spec:
+  url: https://git.example/org/repo.git
+  signing: {sshKeySecretRef: {namespace: kube-system, name: keys, key: id}}
+`, "spec.signing.sshKeySecretRef.namespace"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := kubectl(bob, tc.yaml, "create", "-f", "-")
+			require.Error(t, err, "accepted: %s", out)
+			assert.Contains(t, out, tc.want)
+			assert.NotContains(t, out, "s3cret", "a refusal never echoes a credential")
+		})
+	}
+	request := func(name, extra string) string {
+		return fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: CommitRequest
+metadata: {name: %s, namespace: %s}
+spec:
+  gitTargetRef: {name: site}
+%s`, name, tn.ns, extra)
+	}
+	for _, tc := range []struct{ name, spec, want string }{
+		{"our trailer", "  message: \"Looks harmless\\n\\nReverser-Commit-Request: 1234\"", "spec.message"},
+		{"a carriage return", "  message: \"one\\rtwo\"", "spec.message"},
+		{"an attach that waits an hour", "  message: ok\n  window: {attachTimeout: 1h}", "spec.window.attachTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := kubectl(alice, request(uniqueName("cr"), tc.spec), "create", "-f", "-")
+			require.Error(t, err, "accepted: %s", out)
+			assert.Contains(t, out, tc.want)
+		})
+	}
+
+	// save is checked again when the request is claimed: bob may save when
+	// he asks, for a GitTarget that does not exist yet, and has lost the
+	// right by the time it does.
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: saver, namespace: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-saver}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+`, tn.ns), "apply", "--server-side", "-f", "-")
+	kubectlOK(t, bob, request("late", "  message: saved later\n  window: {attachTimeout: 2m}"), "create", "-f", "-")
+	kubectlOK(t, admin, "", "delete", "rolebinding", "-n", tn.ns, "saver")
+	tn.mirror("", ownConfigMaps)
+	msg := waitCondition(t, 60*time.Second, v1.ConditionReady, "False", v1.ReasonNotAllowed, "commitrequest", "-n", tn.ns, "late")
+	assert.Contains(t, msg, `user "bob" may no longer save GitTarget `+tn.ns+`/site`)
+}
