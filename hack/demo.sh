@@ -80,6 +80,41 @@ fi
 show kubectl --kubeconfig "${KUBECONFIG_BOB}" auth can-i save gittargets/site -n demo 2>/dev/null || true  # "no" exits 1
 show kubectl reverser status -n demo
 
+say "bob, a tenant of namespace demo, tries to mirror kube-system's Roles: he may not read them, so neither may his rule"
+kubectl apply --server-side -f - >/dev/null <<YAML
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: demo-tenant, namespace: demo}
+rules:
+- apiGroups: [reverser.dev]
+  resources: [watchrules]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: demo-tenant, namespace: demo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: demo-tenant}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+YAML
+rule='apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: kube-system-roles, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  sourceNamespace: kube-system
+  rules:
+  - apiGroups: [rbac.authorization.k8s.io]
+    resources: [roles]'
+printf '$ kubectl --kubeconfig "$KUBECONFIG_BOB" apply --server-side -f - <<EOF\n%s\nEOF\n' "${rule}"
+if out=$(kubectl --kubeconfig "${KUBECONFIG_BOB}" apply --server-side -f - <<<"${rule}" 2>&1); then
+  echo "unexpected: bob's rule was accepted: ${out}" >&2
+  exit 1
+else
+  echo "${out}"
+fi
+echo "(See docs/security.md: what an admin lends, and what each rule's author must be allowed.)"
+
 say "Next"
 cat <<TEXT
 The control plane is still running (state and logs in ${LOCAL_DIR}).
@@ -88,6 +123,7 @@ The control plane is still running (state and logs in ${LOCAL_DIR}).
   kubectl get reverser -A                      # every Reverser object
   PATH=$PWD/bin:\$PATH KUBECONFIG=\$KUBECONFIG_ALICE kubectl reverser save site -n demo -m "why"
   docs/api.md, docs/configuration.md           # the API and the server flags
+  docs/security.md                             # tenancy: lending, rule authors, credentials
   make down                                    # stop everything
   git clone ${GIT_BASE_URL}/demo.git            # the mirror, as any Git client sees it
   curl -s ${REVERSER_METRICS_URL} | grep ^reverser_   # the controller's metrics
