@@ -76,10 +76,11 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags bench ./test/bench/
 
 # Generated code is checked by its generator's tests, not by our linter.
 lint:
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $$($(GO) list ./... | grep -v /pkg/generated/)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags bench $$($(GO) list ./... | grep -v /pkg/generated/)
 
 codegen:
 	hack/update-codegen.sh

@@ -96,12 +96,17 @@ func apply(t *testing.T, env *controlplane.Env, yaml string) {
 	require.NoError(t, err, "%s", out)
 }
 
-// providers: "plain" sends no audit; "local" is attributed from kube-apiserver's
-// audit events, as `make up` wires them.
+// providers: "plain" sends no audit, and lends every namespace to P1's
+// namespace; "local" is attributed from kube-apiserver's audit events, as
+// `make up` wires them.
 const providers = `apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
 metadata: {name: plain}
-spec: {inCluster: true}
+spec:
+  inCluster: true
+  lend:
+  - sourceNamespaces: ["*"]
+    to: {from: Names, names: [p1]}
 ---
 apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
