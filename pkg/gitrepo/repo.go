@@ -3,7 +3,7 @@
 // entries (never a worktree scan, so a commit costs what it changes, not
 // what the repository holds), fetch, and push with rejection detection.
 //
-// Errors that may quote the remote's URL go through Redact, so that no
+// Errors that may quote the remote's URL go through redact.Error, so that no
 // credentials reach status messages or logs.
 package gitrepo
 
@@ -25,6 +25,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"reverser.dev/reverser/pkg/redact"
 )
 
 // ErrRejected means the remote branch moved: fetch, rebuild, push again.
@@ -56,11 +58,11 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 		r, err = git.PlainInit(dir, true)
 	}
 	if err != nil {
-		return nil, Redact(fmt.Errorf("opening local repository %s: %w", dir, err))
+		return nil, redact.Error(fmt.Errorf("opening local repository %s: %w", dir, err))
 	}
 	_ = r.DeleteRemote(remoteName)
 	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
-		return nil, Redact(fmt.Errorf("configuring remote %s: %w", RedactURL(url), err))
+		return nil, redact.Error(fmt.Errorf("configuring remote %s: %w", redact.URL(url), err))
 	}
 	return &Repo{repo: r, url: url, branch: branch, auth: auth}, nil
 }
@@ -68,8 +70,8 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 // SetAuth replaces the credentials used for the remote.
 func (r *Repo) SetAuth(auth transport.AuthMethod) { r.auth = auth }
 
-// URL is the remote's address as RedactURL shows it, for logs and messages.
-func (r *Repo) URL() string { return RedactURL(r.url) }
+// URL is the remote's address as redact.URL shows it, for logs and messages.
+func (r *Repo) URL() string { return redact.URL(r.url) }
 
 // Branch is the branch this repository mirrors.
 func (r *Repo) Branch() string { return r.branch }
@@ -88,11 +90,11 @@ func (r *Repo) Fetch(ctx context.Context) (plumbing.Hash, error) {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), isMissingRef(err):
 		return plumbing.ZeroHash, nil
 	default:
-		return plumbing.ZeroHash, Redact(fmt.Errorf("fetching %s from %s: %w", r.branch, RedactURL(r.url), err))
+		return plumbing.ZeroHash, redact.Error(fmt.Errorf("fetching %s from %s: %w", r.branch, redact.URL(r.url), err))
 	}
 	ref, err := r.repo.Reference(r.remoteRef(), true)
 	if err != nil {
-		return plumbing.ZeroHash, Redact(fmt.Errorf("reading fetched %s: %w", r.branch, err))
+		return plumbing.ZeroHash, redact.Error(fmt.Errorf("reading fetched %s: %w", r.branch, err))
 	}
 	return ref.Hash(), nil
 }
@@ -117,7 +119,7 @@ func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
 		strings.Contains(err.Error(), "fetch first"):
 		return ErrRejected
 	default:
-		return Redact(fmt.Errorf("pushing %s to %s: %w", r.branch, RedactURL(r.url), err))
+		return redact.Error(fmt.Errorf("pushing %s to %s: %w", r.branch, redact.URL(r.url), err))
 	}
 	// Record what the remote now holds, as a fetch would.
 	return r.repo.Storer.SetReference(plumbing.NewHashReference(r.remoteRef(), head))

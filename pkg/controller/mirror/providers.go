@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/redact"
 )
 
 // problem is a condition-ready explanation: a reason and a message that says
@@ -62,7 +62,7 @@ func asProblem(err error, reason string) *problem {
 	if errors.As(err, &p) {
 		return p
 	}
-	return &problem{reason: reason, message: gitrepo.RedactText(err.Error()), transient: true}
+	return &problem{reason: reason, message: redact.Text(err.Error()), transient: true}
 }
 
 // sourceConfig returns the REST config of a KubeProvider's cluster and a

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
+	"reverser.dev/reverser/pkg/redact"
 )
 
 // MaxMessageLength is the longest CommitRequest message, in characters.
@@ -45,7 +46,7 @@ func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, namespace string, f
 	scheme, urlErrs := validateGitURL(spec.URL, fld.Child("url"))
 	errs = append(errs, urlErrs...)
 	if scheme == "http" && spec.SecretRef != nil && !spec.AllowInsecureHTTP {
-		errs = append(errs, field.Invalid(fld.Child("url"), redactURL(spec.URL),
+		errs = append(errs, field.Invalid(fld.Child("url"), redact.URL(spec.URL),
 			"with secretRef, credentials would travel in clear over http://: use https://, or set allowInsecureHTTP: true to accept that"))
 	}
 	if spec.AllowInsecureHTTP && scheme != "" && scheme != "http" {
@@ -106,7 +107,7 @@ func validateGitURL(raw string, fld *field.Path) (string, field.ErrorList) {
 	if scpLikeURL.MatchString(raw) {
 		return "ssh", nil
 	}
-	shown := redactURL(raw)
+	shown := redact.URL(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Parse's error quotes the URL, and parts of it: not shown.
@@ -139,56 +140,6 @@ func validateGitURL(raw string, fld *field.Path) (string, field.ErrorList) {
 		}
 	}
 	return u.Scheme, errs
-}
-
-// redacted stands for what an error value does not show.
-const redacted = "<redacted>"
-
-// redactURL is raw with anything that may be a secret replaced by
-// <redacted>, for error values: the userinfo (except an ssh user name), the
-// query and the fragment. It follows gitrepo.RedactURL, which drops them
-// instead and which this package does not import (the API server does not
-// link go-git). Where raw does not parse as host[:port], a '@' further on
-// ends the userinfo, so that a password holding a '/' is hidden as well.
-func redactURL(raw string) string {
-	s, tail := raw, ""
-	if i := strings.IndexAny(s, "?#"); i >= 0 {
-		s, tail = s[:i], s[i:i+1]+redacted
-	}
-	prefix, rest, keepUser := "", s, true // no scheme: the scp form user@host:path
-	if scheme, after, ok := strings.Cut(s, "://"); ok {
-		prefix, rest = scheme+"://", after
-		keepUser = strings.EqualFold(scheme, "ssh")
-	}
-	authority := rest
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		authority = rest[:i]
-	}
-	at := strings.LastIndexByte(authority, '@')
-	if at < 0 && badPort(authority) {
-		at = strings.LastIndexByte(rest, '@')
-	}
-	if at < 0 {
-		return prefix + rest + tail
-	}
-	userinfo := redacted
-	if user, _, hasPassword := strings.Cut(rest[:at], ":"); keepUser && user != "" {
-		userinfo = user
-		if hasPassword {
-			userinfo += ":" + redacted
-		}
-	}
-	return prefix + userinfo + "@" + rest[at+1:] + tail
-}
-
-// badPort says whether host[:port] has a port that is not a number, which
-// is what a userinfo holding a '/' leaves behind.
-func badPort(authority string) bool {
-	i := strings.LastIndexByte(authority, ':')
-	if i < 0 || strings.HasSuffix(authority, "]") {
-		return false
-	}
-	return strings.ContainsFunc(authority[i+1:], func(r rune) bool { return r < '0' || r > '9' })
 }
 
 // validateIdentityPart rejects what would corrupt a Git author or committer line.
