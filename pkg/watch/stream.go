@@ -76,6 +76,12 @@ func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstru
 // object state: the initial list (or initial events) is the snapshot, after
 // which the sink sweeps; relists after 410 Gone or a lost connection report
 // deletes that happened meanwhile.
+//
+// After Stop returns, the stream never calls its sink again: Stop waits for
+// the informer, and with it every event handler call it started, and for the
+// Synced call. Once Stop has cancelled the stream, no new sink call begins
+// (a handler checks the stream's context first); a call already under way
+// finishes before Stop returns.
 type Stream struct {
 	Scope  Scope
 	cancel context.CancelFunc
@@ -106,6 +112,9 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 	// it differs from old's (status and runtime churn write nothing). Each
 	// object is sanitized once.
 	upsert := func(obj, old any) {
+		if ctx.Err() != nil {
+			return // stopping: the change is not handed on
+		}
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return
@@ -137,6 +146,9 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		AddFunc:    func(obj any) { upsert(obj, nil) },
 		UpdateFunc: func(oldObj, newObj any) { upsert(newObj, oldObj) },
 		DeleteFunc: func(obj any) {
+			if ctx.Err() != nil {
+				return // stopping: the change is not handed on
+			}
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
@@ -156,10 +168,18 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		close(s.done)
 		return s
 	}
+	// The informer runs in a goroutine of its own and done closes only once
+	// it has returned: RunWithContext returns after its processor and every
+	// listener (hence every handler call) has stopped.
+	informerDone := make(chan struct{})
+	go func() {
+		defer close(informerDone)
+		inf.RunWithContext(ctx)
+	}()
 	go func() {
 		defer close(s.done)
-		go inf.RunWithContext(ctx)
-		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		defer func() { <-informerDone }()
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) && ctx.Err() == nil {
 			s.synced.Store(true)
 			sink.Synced(ctx, key, scope)
 		}
@@ -191,7 +211,9 @@ func (s *Stream) Err() error {
 // Synced says whether the initial state has been delivered.
 func (s *Stream) Synced() bool { return s.synced.Load() }
 
-// Stop ends the stream and waits for it.
+// Stop ends the stream and waits for it: for the informer and every handler
+// call it started. After Stop returns, the sink is never called again for
+// this stream.
 func (s *Stream) Stop() {
 	s.cancel()
 	<-s.done

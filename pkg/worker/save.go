@@ -53,9 +53,10 @@ type SaveResult struct {
 	Message string
 }
 
-// Save hands a save to the worker.
-func (w *Worker) Save(ctx context.Context, req SaveRequest) {
-	w.do(ctx, func() {
+// Save hands a save to the worker. It never blocks, so it may be called from
+// a FindSave callback, on the worker's own goroutine.
+func (w *Worker) Save(_ context.Context, req SaveRequest) {
+	w.post(func() {
 		t, ok := w.targets[req.Target]
 		if !ok {
 			req.Done(SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget is not mirrored by this worker any more"})
@@ -69,18 +70,16 @@ func (w *Worker) Save(ctx context.Context, req SaveRequest) {
 				return
 			}
 		}
-		req.queued = w.clock()
+		req.queued = w.clock.Now()
+		// The next step attaches it, after the changes already queued.
 		t.saves = append(t.saves, &req)
-		if w.ready { // before the first fetch, step attaches it
-			w.attachSaves(t)
-		}
 	})
 }
 
 // attachSaves gives waiting saves their windows, and ends those whose wait
 // is over.
 func (w *Worker) attachSaves(t *target) {
-	now := w.clock()
+	now := w.clock.Now()
 	kept := t.saves[:0]
 	for _, s := range t.saves {
 		win := t.windows[s.Author]
@@ -111,7 +110,7 @@ func (w *Worker) noWindow(t *target, s *SaveRequest, why string) {
 		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: why})
 		return
 	}
-	if err := w.commit(t.cfg.Key, s.Author, map[string][]byte{}, saveMessage(s, nil), w.clock(), s); err != nil {
+	if err := w.commit(t.cfg.Key, s.Author, map[string][]byte{}, saveMessage(s, nil), w.clock.Now(), s); err != nil {
 		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: "the empty commit failed: " + err.Error()})
 	}
 }
@@ -143,9 +142,10 @@ func saveMessage(s *SaveRequest, lines []string) string {
 
 // FindSave looks for the commit that saved request id among the branch's
 // recent commits, for a controller resuming a save it claimed before a
-// restart. done hears the sha, or "" when there is none.
+// restart. done hears the sha, or "" when there is none, on the worker's
+// goroutine. FindSave never blocks.
 func (w *Worker) FindSave(ctx context.Context, id string, done func(sha string, err error)) {
-	w.do(ctx, func() {
+	w.post(func() {
 		if !w.ready {
 			if err := w.reset(ctx); err != nil {
 				done("", err)

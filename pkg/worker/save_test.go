@@ -115,3 +115,33 @@ func TestSaveNextAndInProgress(t *testing.T) {
 	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
 	assert.Contains(t, f.remoteFiles(), "clusters/dev/demo/configmaps/n.yaml")
 }
+
+// TestFindSaveThenSaveUnderAFullQueue (finding 2): the CommitRequest
+// controller calls Save from FindSave's callback, on the worker's own
+// goroutine, while streams keep the change queue full. Save must not wait on
+// that queue.
+func TestFindSaveThenSaveUnderAFullQueue(t *testing.T) {
+	f, tg := saveFixture(t)
+	stop := make(chan struct{})
+	producing := make(chan struct{})
+	go func() {
+		defer close(producing)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.w.Change(f.ctx, tg.Key, edit("busy", "bob", string(rune('a'+i%26))))
+		}
+	}()
+	defer func() { close(stop); <-producing }()
+	// The queue is full whenever the producer is ahead of the worker.
+	r := make(results, 1)
+	f.w.FindSave(f.ctx, "uid-resumed", func(sha string, err error) {
+		f.w.Save(f.ctx, SaveRequest{ID: "uid-resumed", Target: tg.Key, Author: alice, Message: "resumed",
+			Deadline: time.Now(), Done: func(res SaveResult) { r <- res }})
+	})
+	res := r.wait(t)
+	assert.Equal(t, SaveNoWindow, res.Outcome, "alice has no window; what matters is that the save ended")
+}

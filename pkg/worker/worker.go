@@ -5,6 +5,20 @@
 // (GitTarget, author); each window becomes one commit authored by its author,
 // and commits are pushed in batches. A rejected push fetches the
 // remote, starts again from its head and replays the cluster's state.
+//
+// Ownership and blocking: every field of Worker but ctl is owned by the
+// goroutine in Run. Others talk to it two ways. Changes and stream syncs go
+// through a bounded queue (in): a full queue blocks the stream that sends,
+// which slows the watch rather than growing memory. Everything else
+// (SetTarget, SetAuth, RemoveTarget, Save, FindSave) is posted to a mailbox
+// (ctl) that never blocks, so a reconcile never waits on a busy worker; the
+// worker applies the mailbox, in order, before anything it takes from the
+// queue. Reporter calls and Done callbacks come from the worker goroutine
+// and must not block.
+//
+// After an error, nothing is forgotten: a window is dropped, and its save
+// ended, only once its commit exists; a failed commit or push is retried
+// after a backoff with the same windows, saves and unpushed commits.
 package worker
 
 import (
@@ -14,11 +28,13 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
@@ -64,8 +80,9 @@ type Worker struct {
 	committer gitrepo.Signature
 	reporter  Reporter
 	in        chan func()
+	ctl       mailbox
 	wake      <-chan struct{}
-	clock     func() time.Time
+	clock     clock.Clock
 
 	ready   bool
 	head    plumbing.Hash
@@ -77,6 +94,11 @@ type Worker struct {
 	unpushed []unpushedCommit
 	retryAt  time.Time
 	backoff  time.Duration
+	// commitRetryAt holds local commits back after one failed.
+	commitRetryAt time.Time
+	// onStep, when set (by tests, from the worker's goroutine), runs after
+	// every step.
+	onStep func()
 }
 
 type target struct {
@@ -132,9 +154,47 @@ func New(repo *gitrepo.Repo, committer gitrepo.Signature, reporter Reporter, wak
 	return &Worker{
 		repo: repo, committer: committer, reporter: reporter, wake: wake,
 		in:      make(chan func(), 4096),
-		clock:   time.Now,
+		ctl:     mailbox{signal: make(chan struct{}, 1)},
+		clock:   clock.RealClock{},
 		index:   map[string]plumbing.Hash{},
 		targets: map[string]*target{},
+	}
+}
+
+// WithClock makes the worker read time from c, which tests step by hand.
+// Call it before Run.
+func (w *Worker) WithClock(c clock.Clock) *Worker {
+	w.clock = c
+	return w
+}
+
+// mailbox holds what others ask of the worker, applied in order on the
+// worker's goroutine. Posting never blocks.
+type mailbox struct {
+	mu     sync.Mutex
+	ops    []func()
+	signal chan struct{} // capacity 1: "the mailbox is not empty"
+}
+
+// post hands f to the worker's goroutine without waiting.
+func (w *Worker) post(f func()) {
+	w.ctl.mu.Lock()
+	w.ctl.ops = append(w.ctl.ops, f)
+	w.ctl.mu.Unlock()
+	select {
+	case w.ctl.signal <- struct{}{}:
+	default:
+	}
+}
+
+// applyMailbox runs what was posted, in order.
+func (w *Worker) applyMailbox() {
+	w.ctl.mu.Lock()
+	ops := w.ctl.ops
+	w.ctl.ops = nil
+	w.ctl.mu.Unlock()
+	for _, f := range ops {
+		f()
 	}
 }
 
@@ -149,9 +209,9 @@ func (w *Worker) do(ctx context.Context, f func()) {
 	}
 }
 
-// SetTarget adds or updates a target.
-func (w *Worker) SetTarget(ctx context.Context, t Target) {
-	w.do(ctx, func() {
+// SetTarget adds or updates a target. It never blocks.
+func (w *Worker) SetTarget(_ context.Context, t Target) {
+	w.post(func() {
 		if cur, ok := w.targets[t.Key]; ok {
 			cur.cfg = t
 			return
@@ -161,16 +221,19 @@ func (w *Worker) SetTarget(ctx context.Context, t Target) {
 }
 
 // SetAuth replaces the credentials of the remote, after a Secret rotation.
-func (w *Worker) SetAuth(ctx context.Context, auth transport.AuthMethod) {
-	w.do(ctx, func() {
+// It never blocks.
+func (w *Worker) SetAuth(_ context.Context, auth transport.AuthMethod) {
+	w.post(func() {
 		w.repo.SetAuth(auth)
 		w.retryAt = time.Time{} // try the new credentials at once
 	})
 }
 
-// RemoveTarget forgets a target; its files stay in Git.
-func (w *Worker) RemoveTarget(ctx context.Context, key string) {
-	w.do(ctx, func() {
+// RemoveTarget forgets a target: its open windows are dropped, its saves end
+// GitTargetGone, and changes still queued for it are ignored. Its files stay
+// in Git. It never blocks.
+func (w *Worker) RemoveTarget(_ context.Context, key string) {
+	w.post(func() {
 		if t, ok := w.targets[key]; ok {
 			for _, s := range t.saves {
 				w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
@@ -217,7 +280,7 @@ func (w *Worker) sweepTarget(t *target) {
 		}
 		for _, scope := range t.synced {
 			if watch.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) {
-				w.touch(t, w.committer, p, "document "+path.Base(p)+" the cluster does not hold", w.clock())
+				w.touch(t, w.committer, p, "document "+path.Base(p)+" the cluster does not hold", w.clock.Now())
 				break
 			}
 		}
@@ -228,7 +291,7 @@ func (w *Worker) sweepTarget(t *target) {
 // window, in order; a change waiting for its author holds back the later
 // changes of the same object, not those of others.
 func (w *Worker) resolvePending(t *target) error {
-	now := w.clock()
+	now := w.clock.Now()
 	t.retryAt = time.Time{}
 	blocked := map[string]bool{}
 	kept := t.pending[:0]
@@ -288,7 +351,7 @@ func (w *Worker) apply(t *target, ch watch.Change, author gitrepo.Signature) err
 }
 
 func (w *Worker) touch(t *target, author gitrepo.Signature, p, desc string, seen time.Time) {
-	now := w.clock()
+	now := w.clock.Now()
 	win, ok := t.windows[author]
 	if !ok {
 		win = &window{author: author, opened: now, firstSeen: seen, paths: map[string]string{}}
@@ -311,20 +374,26 @@ func sortedWindows(t *target) []*window {
 func (w *Worker) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("repository", w.repo.URL(), "branch", w.repo.Branch())
 	ctx = klog.NewContext(ctx, log)
-	timer := time.NewTimer(0)
+	timer := w.clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-w.ctl.signal:
+			w.drain() // the mailbox, then the changes sent before this step
 		case f := <-w.in:
 			metrics.QueueDepth.Dec()
+			w.applyMailbox() // what was asked before this change was sent
 			f()
 			w.drain()
 		case <-w.wake:
-		case <-timer.C:
+		case <-timer.C():
 		}
 		w.step(ctx)
+		if w.onStep != nil {
+			w.onStep()
+		}
 		timer.Reset(w.nextWake())
 	}
 }
@@ -335,15 +404,17 @@ func (w *Worker) drain() {
 		select {
 		case f := <-w.in:
 			metrics.QueueDepth.Dec()
+			w.applyMailbox()
 			f()
 		default:
+			w.applyMailbox()
 			return
 		}
 	}
 }
 
 func (w *Worker) step(ctx context.Context) {
-	now := w.clock()
+	now := w.clock.Now()
 	if !w.ready {
 		if now.Before(w.retryAt) {
 			return
@@ -353,18 +424,21 @@ func (w *Worker) step(ctx context.Context) {
 			return
 		}
 	}
+	if now.Before(w.commitRetryAt) {
+		return // a local commit failed: try again after the backoff, not on every wake
+	}
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
 		// Changes first, so a sweep sees every object the streams delivered.
 		if err := w.resolvePending(t); err != nil {
-			w.fail(fmt.Errorf("committing for %s: %w", key, err))
+			w.failCommit(fmt.Errorf("committing for %s: %w", key, err))
 			return
 		}
 		if t.sweep {
 			w.sweepTarget(t)
 		}
 		w.attachSaves(t)
-		now = w.clock()
+		now = w.clock.Now()
 		for _, win := range sortedWindows(t) {
 			reason := ""
 			switch {
@@ -381,7 +455,7 @@ func (w *Worker) step(ctx context.Context) {
 				continue
 			}
 			if err := w.commitWindow(t, win, reason); err != nil {
-				w.fail(fmt.Errorf("committing for %s: %w", key, err))
+				w.failCommit(fmt.Errorf("committing for %s: %w", key, err))
 				return
 			}
 		}
@@ -393,7 +467,7 @@ func (w *Worker) step(ctx context.Context) {
 
 func (w *Worker) nextWake() time.Duration {
 	next := time.Hour
-	now := w.clock()
+	now := w.clock.Now()
 	consider := func(at time.Time) {
 		if d := at.Sub(now); d < next {
 			next = max(d, 0)
@@ -418,6 +492,9 @@ func (w *Worker) nextWake() time.Duration {
 	if !w.ready || w.head != w.pushed {
 		consider(w.retryAt)
 	}
+	if now.Before(w.commitRetryAt) {
+		consider(w.commitRetryAt)
+	}
 	return next
 }
 
@@ -431,8 +508,9 @@ func (w *Worker) sortedTargets() []string {
 }
 
 // commitWindow turns a closed window into a commit of what actually changed.
+// The window, and its save, are forgotten only once the commit exists: after
+// an error both are still there for the next try.
 func (w *Worker) commitWindow(t *target, win *window, reason string) error {
-	delete(t.windows, win.author)
 	changes := map[string][]byte{}
 	var lines []string
 	for _, p := range sortedKeys(win.paths) {
@@ -456,22 +534,30 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		lines = append(lines, fmt.Sprintf("- %s %s", verb, win.paths[p]))
 	}
 	if s := win.save; s != nil {
-		t.finishSave(s)
 		if len(changes) == 0 && !s.Empty {
+			delete(t.windows, win.author)
+			t.finishSave(s)
 			metrics.Windows.WithLabelValues("empty").Inc()
 			w.endSave(s, SaveResult{Outcome: SaveNothingToCommit,
 				Message: "the window held no change that Git does not have already; spec.whenNothingToCommit: CommitEmpty commits anyway"})
 			return nil
 		}
+		if err := w.commit(t.cfg.Key, win.author, changes, saveMessage(s, lines), win.firstSeen, s); err != nil {
+			return err
+		}
+		delete(t.windows, win.author)
+		t.finishSave(s)
 		metrics.Windows.WithLabelValues(reason).Inc()
-		return w.commit(t.cfg.Key, win.author, changes, saveMessage(s, lines), win.firstSeen, s)
-	}
-	if len(changes) == 0 {
-		metrics.Windows.WithLabelValues("empty").Inc()
 		return nil
 	}
-	metrics.Windows.WithLabelValues(reason).Inc()
-	return w.commit(t.cfg.Key, win.author, changes, commitMessage(t.cfg.Path, lines), win.firstSeen, nil)
+	if len(changes) > 0 {
+		if err := w.commit(t.cfg.Key, win.author, changes, commitMessage(t.cfg.Path, lines), win.firstSeen, nil); err != nil {
+			return err
+		}
+	}
+	delete(t.windows, win.author)
+	metrics.Windows.WithLabelValues(map[bool]string{true: reason, false: "empty"}[len(changes) > 0]).Inc()
+	return nil
 }
 
 func commitMessage(base string, lines []string) string {
@@ -488,12 +574,12 @@ func commitMessage(base string, lines []string) string {
 
 func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, message string, seen time.Time,
 	save *SaveRequest) error {
-	start := w.clock()
+	start := w.clock.Now()
 	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: author, Committer: w.committer, Message: message, When: start})
 	if err != nil {
 		return err
 	}
-	metrics.CommitSeconds.Observe(w.clock().Sub(start).Seconds())
+	metrics.CommitSeconds.Observe(w.clock.Now().Sub(start).Seconds())
 	metrics.Commits.Inc()
 	w.head = sha
 	for p, c := range changes {
@@ -510,13 +596,13 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 }
 
 func (w *Worker) push(ctx context.Context) {
-	start := w.clock()
+	start := w.clock.Now()
 	err := w.repo.Push(ctx, w.head)
-	metrics.PushSeconds.Observe(w.clock().Sub(start).Seconds())
+	metrics.PushSeconds.Observe(w.clock.Now().Sub(start).Seconds())
 	switch {
 	case err == nil:
 		metrics.Pushes.WithLabelValues("ok").Inc()
-		now := w.clock()
+		now := w.clock.Now()
 		for _, c := range w.unpushed {
 			metrics.EditToPush.Observe(now.Sub(c.seen).Seconds())
 			if c.save != nil {
@@ -568,6 +654,9 @@ func (w *Worker) replay() error {
 	w.unpushed = nil
 	for _, c := range refused {
 		if _, ok := w.targets[c.target]; !ok {
+			if c.save != nil {
+				w.endSave(c.save, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored before its save was pushed"})
+			}
 			continue
 		}
 		changes := map[string][]byte{}
@@ -587,7 +676,7 @@ func (w *Worker) replay() error {
 			return err
 		}
 	}
-	now := w.clock()
+	now := w.clock.Now()
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
 		for p, d := range t.desired {
@@ -599,13 +688,20 @@ func (w *Worker) replay() error {
 	return nil
 }
 
+// failCommit backs off after a local commit failed: windows wait until
+// then, with their saves, and are committed as they are on the next try.
+func (w *Worker) failCommit(err error) {
+	w.fail(err)
+	w.commitRetryAt = w.retryAt
+}
+
 func (w *Worker) fail(err error) {
 	if w.backoff == 0 {
 		w.backoff = 500 * time.Millisecond
 	} else {
 		w.backoff = min(2*w.backoff, 30*time.Second)
 	}
-	w.retryAt = w.clock().Add(w.backoff)
+	w.retryAt = w.clock.Now().Add(w.backoff)
 	w.reporter.Failed(w.sortedTargets(), err)
 }
 

@@ -1,0 +1,161 @@
+package watch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+)
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+func configMap(namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	_ = unstructured.SetNestedStringMap(u.Object, map[string]string{"k": name}, "data")
+	return u
+}
+
+// blockingSink records every call; the first Change hands its context to
+// entered and blocks until release is closed.
+type blockingSink struct {
+	entered chan context.Context
+	release chan struct{}
+
+	mu      sync.Mutex
+	changes []Change
+	synced  int
+	inside  int
+}
+
+func newBlockingSink() *blockingSink {
+	return &blockingSink{entered: make(chan context.Context, 1), release: make(chan struct{})}
+}
+
+func (s *blockingSink) Change(ctx context.Context, _ string, ch Change) {
+	s.mu.Lock()
+	s.changes = append(s.changes, ch)
+	first := len(s.changes) == 1
+	s.inside++
+	s.mu.Unlock()
+	if first {
+		s.entered <- ctx
+		<-s.release
+	}
+	s.mu.Lock()
+	s.inside--
+	s.mu.Unlock()
+}
+
+func (s *blockingSink) Synced(context.Context, string, Scope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.synced++
+}
+
+// calls is how many sink calls were made, and how many are under way.
+func (s *blockingSink) calls() (n, inside int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.changes) + s.synced, s.inside
+}
+
+// TestStopWaitsForHandlers: Stop returns only once every handler call has
+// left the sink, and after it returns the sink is never called again.
+func TestStopWaitsForHandlers(t *testing.T) {
+	ctx := t.Context()
+	const ns = "demo"
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{configMaps: "ConfigMapList"},
+		configMap(ns, "a"), configMap(ns, "b"), configMap(ns, "c"))
+	cms := client.Resource(configMaps).Namespace(ns)
+	sink := newBlockingSink()
+	s := StartStream(ctx, client, "key", "base", Scope{GVR: configMaps, Namespace: ns}, sink)
+
+	// The first change of the initial list is now blocked inside the sink.
+	var handlerCtx context.Context
+	select {
+	case handlerCtx = <-sink.entered:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("no change reached the sink")
+	}
+
+	stopped := make(chan struct{})
+	var insideAtReturn int
+	go func() {
+		defer close(stopped)
+		s.Stop()
+		_, insideAtReturn = sink.calls()
+	}()
+
+	// Stop has cancelled the stream: the blocked handler's context says so.
+	select {
+	case <-handlerCtx.Done():
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("Stop did not cancel the stream's context")
+	}
+	// More events while the handler is blocked and the stream is stopping.
+	_, err := cms.Create(ctx, configMap(ns, "d"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, cms.Delete(ctx, "b", metav1.DeleteOptions{}))
+
+	// Stop must not return while the handler is inside the sink. Only a Stop
+	// that wrongly returns can end this poll early; a correct Stop always
+	// passes, whatever the timing.
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 300*time.Millisecond, true,
+		func(context.Context) (bool, error) {
+			select {
+			case <-stopped:
+				return true, nil
+			default:
+				return false, nil
+			}
+		})
+	assert.True(t, wait.Interrupted(err), "Stop returned while a handler was blocked in the sink")
+
+	close(sink.release)
+	select {
+	case <-stopped:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("Stop did not return after the handler left the sink")
+	}
+	assert.Zero(t, insideAtReturn, "Stop returned while a handler was inside the sink")
+
+	// Every handler call after the blocked one began after the stream was
+	// cancelled, so none reached the sink; nor did Synced.
+	n, inside := sink.calls()
+	assert.Equal(t, 1, n, "sink called after Stop cancelled the stream")
+	assert.Zero(t, inside)
+
+	// After Stop returned, nothing reaches the sink any more.
+	for _, name := range []string{"e", "f"} {
+		_, err := cms.Create(ctx, configMap(ns, name), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	a := configMap(ns, "a")
+	_ = unstructured.SetNestedStringMap(a.Object, map[string]string{"k": "changed"}, "data")
+	_, err = cms.Update(ctx, a, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, cms.Delete(ctx, "c", metav1.DeleteOptions{}))
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 300*time.Millisecond, true,
+		func(context.Context) (bool, error) {
+			now, _ := sink.calls()
+			return now != n, nil
+		})
+	assert.True(t, wait.Interrupted(err), "sink called after Stop returned")
+	now, _ := sink.calls()
+	assert.Equal(t, n, now, "sink called after Stop returned")
+	assert.False(t, s.Synced())
+}

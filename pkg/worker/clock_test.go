@@ -1,0 +1,224 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// The tests of this file drive windows, saves and backoff on a fake clock:
+// time moves only when a test steps it, so every outcome is decided by the
+// worker's logic, not by how busy the machine is.
+
+// clocked is a worker on a fake clock, with its local repository's folder.
+type clocked struct {
+	*fixture
+	clock *clocktesting.FakeClock
+	local string
+}
+
+func startClocked(t *testing.T, url string, targets ...Target) *clocked {
+	f := &fixture{t: t, url: url}
+	c := &clocked{fixture: f, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), local: t.TempDir()}
+	repo, err := gitrepo.Open(c.local, url, "main", nil)
+	require.NoError(t, err)
+	f.rec = &recorder{}
+	f.w = New(repo, committer, f.rec, nil).WithClock(c.clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f.ctx = ctx
+	for _, tg := range targets {
+		f.w.SetTarget(ctx, tg)
+	}
+	go f.w.Run(ctx)
+	c.settle()
+	return c
+}
+
+// settle returns once the worker has handled everything sent to it so far
+// and taken a step after that, at the fake clock's current time.
+func (c *clocked) settle() {
+	c.t.Helper()
+	done := make(chan struct{})
+	c.w.do(c.ctx, func() {
+		c.w.onStep = func() {
+			c.w.onStep = nil
+			close(done)
+		}
+	})
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.t.Fatal("the worker did not take a step")
+	}
+}
+
+// step moves the fake clock and lets the worker act on it.
+func (c *clocked) step(d time.Duration) {
+	c.clock.Step(d)
+	c.settle()
+}
+
+func (c *clocked) change(tg Target, name, value string) {
+	var content []byte
+	if value != "" {
+		content = []byte(value + "\n")
+	}
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: content,
+		Desc: "ConfigMap demo/" + name, Seen: c.clock.Now()})
+	c.settle() // handled at the current time, before the clock moves
+}
+
+func (r *recorder) failureCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.failures)
+}
+
+func TestSilenceClosesAWindow(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Window = Window{Silence: 5 * time.Second, MaxAge: time.Minute}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.change(tg, "a", "a: 1")
+	c.step(4 * time.Second)
+	c.change(tg, "b", "b: 1") // the silence starts again
+	c.step(4 * time.Second)
+	assert.Equal(t, 0, c.commitCount(), "8s after the first change, but only 4s of silence")
+	c.step(time.Second)
+	assert.Equal(t, 1, c.commitCount(), "5s of silence close the window: one commit for both changes")
+	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml"}, c.remoteFiles())
+}
+
+func TestMaxAgeClosesABusyWindowOnTheClock(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Window = Window{Silence: time.Hour, MaxAge: 10 * time.Second}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	for i := range 9 {
+		c.change(tg, "a", string(rune('a'+i)))
+		c.step(time.Second)
+	}
+	assert.Equal(t, 0, c.commitCount(), "9s into a busy window")
+	c.change(tg, "a", "z")
+	c.step(time.Second)
+	assert.Equal(t, 1, c.commitCount(), "maxAge closes the window although edits keep coming")
+	assert.Equal(t, "z", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+}
+
+func TestBackoffDoublesAfterEachFailure(t *testing.T) {
+	// A remote nobody answers: every fetch fails.
+	c := startClocked(t, "http://127.0.0.1:1/nobody.git", site)
+	require.Equal(t, 1, c.rec.failureCount(), "the first fetch failed")
+	for _, backoff := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second} {
+		c.step(backoff - time.Millisecond)
+		failures := c.rec.failureCount()
+		c.step(time.Millisecond)
+		assert.Equal(t, failures+1, c.rec.failureCount(), "retried once %s after the last failure, not before", backoff)
+	}
+	// The backoff stops growing at 30s.
+	for range 6 {
+		c.step(30 * time.Second)
+	}
+	failures := c.rec.failureCount()
+	c.step(30 * time.Second)
+	assert.Equal(t, failures+1, c.rec.failureCount())
+}
+
+// TestAFailedCommitKeepsItsWindowAndSave (finding 3): a local commit that
+// fails, here because the local repository cannot store objects, keeps the
+// window and its save; once the repository works again, the same window is
+// committed with the save's message and the save ends Committed.
+func TestAFailedCommitKeepsItsWindowAndSave(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Window = Window{Silence: time.Hour, MaxAge: time.Hour}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.change(tg, "a", "a: 1")
+	results := make(chan SaveResult, 1)
+	c.w.Save(c.ctx, SaveRequest{ID: "uid-1", Target: tg.Key, Author: committer, Message: "Keep me", Collect: time.Second,
+		Deadline: c.clock.Now().Add(time.Minute), Done: func(r SaveResult) { results <- r }})
+	c.settle()
+
+	objects := filepath.Join(c.local, "objects")
+	require.NoError(t, os.Rename(objects, objects+".away"))
+	require.NoError(t, os.WriteFile(objects, []byte("not a folder"), 0o644))
+	c.step(time.Second)
+	require.Equal(t, 1, c.rec.failureCount(), "the commit failed: %v", c.rec.failures)
+	select {
+	case r := <-results:
+		t.Fatalf("the save ended although its commit failed: %+v", r)
+	default:
+	}
+
+	require.NoError(t, os.Remove(objects))
+	require.NoError(t, os.Rename(objects+".away", objects))
+	c.step(500 * time.Millisecond) // the backoff
+	select {
+	case r := <-results:
+		require.Equal(t, SaveCommitted, r.Outcome, r.Message)
+	default:
+		t.Fatal("the save did not end once the commit succeeded")
+	}
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "Keep me", c.git(bare, "log", "-1", "--format=%s", "main"))
+}
+
+func serveRepo(t *testing.T) (url, bare string) {
+	return gitserver.Serve(t, "repo")
+}
+
+// TestControlNeverWaitsForABusyWorker (finding 5): with the worker busy and
+// its change queue full, a reconcile's SetTarget, SetAuth, RemoveTarget,
+// Save and FindSave return at once, and take effect, in order, once the
+// worker is free.
+func TestControlNeverWaitsForABusyWorker(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	gate := make(chan struct{})
+	c.w.do(c.ctx, func() { <-gate }) // busy, e.g. in a long push
+	for range cap(c.w.in) {
+		c.w.Change(c.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/q.yaml", Content: []byte("q\n"), Seen: c.clock.Now()})
+	}
+	require.Len(t, c.w.in, cap(c.w.in), "the queue is full")
+
+	other := Target{Key: "demo/other", Path: "clusters/other", Window: site.Window, PruneAlways: true}
+	returned := make(chan struct{})
+	results := make(chan SaveResult, 1)
+	go func() {
+		c.w.SetTarget(c.ctx, other)
+		c.w.SetAuth(c.ctx, nil)
+		c.w.RemoveTarget(c.ctx, site.Key)
+		c.w.Save(c.ctx, SaveRequest{ID: "uid", Target: site.Key, Author: committer, Message: "m", Deadline: c.clock.Now(),
+			Done: func(r SaveResult) { results <- r }})
+		c.w.FindSave(c.ctx, "uid", func(string, error) {})
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a control call waited for the busy worker")
+	}
+	close(gate)
+	c.settle()
+	r := <-results
+	assert.Equal(t, SaveTargetGone, r.Outcome, "RemoveTarget was applied before the Save that followed it")
+	c.change(other, "x", "x: 1")
+	c.step(site.Window.Silence)
+	assert.Equal(t, []string{"clusters/dev/demo/configmaps/x.yaml"}, c.remoteFiles(),
+		"the new target works; the removed target's queued changes were dropped")
+}
