@@ -90,6 +90,13 @@ func NewIndex(max int, ttl time.Duration) *Index {
 		received: map[string]time.Time{}, clock: time.Now}
 }
 
+// Unsubscribe stops notifying a channel Subscribe returned.
+func (x *Index) Unsubscribe(ch <-chan struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.notify = slices.DeleteFunc(x.notify, func(c chan struct{}) bool { return c == ch })
+}
+
 // Subscribe returns a channel that receives (without blocking the index)
 // whenever facts arrive, so waiters can look again.
 func (x *Index) Subscribe() <-chan struct{} {

@@ -222,3 +222,33 @@ func TestControlNeverWaitsForABusyWorker(t *testing.T) {
 	assert.Equal(t, []string{"clusters/dev/demo/configmaps/x.yaml"}, c.remoteFiles(),
 		"the new target works; the removed target's queued changes were dropped")
 }
+
+// TestAForeignDeleteIsRepaired (finding 1): three documents mirrored,
+// somebody pushes a commit that deletes the target's folder, and a live
+// edit of one object follows. The push of that edit is rejected; after the
+// replay Git holds all three again, as the cluster does.
+func TestAForeignDeleteIsRepaired(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	for _, n := range []string{"a", "b", "c"} {
+		c.change(site, n, n+": 1")
+	}
+	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+	c.step(site.Window.Silence)
+	require.Len(t, c.remoteFiles(), 3)
+
+	work := filepath.Join(t.TempDir(), "w")
+	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
+	c.git(work, "rm", "-r", "--quiet", "clusters/dev")
+	c.git(work, "commit", "--quiet", "-m", "remove the folder")
+	c.git(work, "push", "--quiet", "origin", "HEAD:main")
+	require.Empty(t, c.remoteFiles())
+
+	c.change(site, "a", "a: 2")
+	c.step(site.Window.Silence) // commit, push rejected, fetch, replay
+	c.step(site.Window.Silence) // the re-asserted documents' window
+	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml",
+		"clusters/dev/demo/configmaps/c.yaml"}, c.remoteFiles(), "Git equals the cluster again")
+	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+}

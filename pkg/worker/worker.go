@@ -96,6 +96,8 @@ type Worker struct {
 	backoff  time.Duration
 	// commitRetryAt holds local commits back after one failed.
 	commitRetryAt time.Time
+	// closing makes Run return once the mailbox is applied.
+	closing bool
 	// onStep, when set (by tests, from the worker's goroutine), runs after
 	// every step.
 	onStep func()
@@ -226,6 +228,21 @@ func (w *Worker) SetAuth(_ context.Context, auth transport.AuthMethod) {
 	w.post(func() {
 		w.repo.SetAuth(auth)
 		w.retryAt = time.Time{} // try the new credentials at once
+	})
+}
+
+// Close stops the worker once it has applied what was posted before: the
+// saves of its remaining targets end GitTargetGone and Run returns. It never
+// blocks.
+func (w *Worker) Close() {
+	w.post(func() {
+		for _, key := range w.sortedTargets() {
+			for _, s := range w.targets[key].saves {
+				w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
+			}
+		}
+		w.targets = map[string]*target{}
+		w.closing = true
 	})
 }
 
@@ -370,7 +387,7 @@ func sortedWindows(t *target) []*window {
 	return out
 }
 
-// Run processes changes until ctx is done.
+// Run processes changes until ctx is done or the worker is closed.
 func (w *Worker) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("repository", w.repo.URL(), "branch", w.repo.Branch())
 	ctx = klog.NewContext(ctx, log)
@@ -389,6 +406,9 @@ func (w *Worker) Run(ctx context.Context) {
 			w.drain()
 		case <-w.wake:
 		case <-timer.C():
+		}
+		if w.closing {
+			return
 		}
 		w.step(ctx)
 		if w.onStep != nil {

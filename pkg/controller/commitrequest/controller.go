@@ -141,7 +141,15 @@ func New(cfg Config) *Controller {
 		}
 	}
 	_, err := r.CommitRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if cr, ok := obj.(*v1.CommitRequest); ok {
+				c.forget(cr.UID) // a request deleted mid-save: nobody will read its outcome
+			}
+		},
 	})
 	utilruntime.Must(err)
 	// A GitTarget created after a request may now serve it.

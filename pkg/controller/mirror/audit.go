@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -42,6 +43,7 @@ func (c *Controller) reportProviders(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	c.pruneSources(kps)
 	for _, kp := range kps {
 		status := kp.Status.DeepCopy()
 		status.ObservedGeneration = kp.Generation
@@ -88,6 +90,17 @@ func (c *Controller) reportProviders(ctx context.Context) {
 		updated.Status = *status
 		if _, err := c.cfg.Reverser.ReverserV1alpha1().KubeProviders().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 			klog.FromContext(ctx).V(2).Info("Writing KubeProvider status", "kubeProvider", kp.Name, "err", err)
+		}
+	}
+}
+
+// pruneSources forgets the clients of KubeProviders that no longer exist.
+func (c *Controller) pruneSources(kps []*v1.KubeProvider) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.sources {
+		if !slices.ContainsFunc(kps, func(kp *v1.KubeProvider) bool { return kp.Name == name }) {
+			delete(c.sources, name)
 		}
 	}
 }

@@ -11,8 +11,15 @@
 // precondition that is lost, rather than unreachable for a moment, tears the
 // mirror down at once, and the status says which one and how to fix it.
 //
-// Locks: Controller.mu guards mirrors, workers, sources and reports. It is
-// never held while calling a worker or stopping a stream, which may block.
+// Branch workers are reference-counted: each mirror holds one reference to
+// its worker, and a reconcile holds one while it sets a mirror up. The last
+// reference released closes the worker; a worker for the same branch started
+// later runs only once the closed one has stopped, so two never share a
+// local repository.
+//
+// Locks: Controller.mu guards mirrors, workers, retired, sources and
+// reports. It is never held while calling a worker or stopping a stream,
+// which may block.
 package mirror
 
 import (
@@ -106,6 +113,7 @@ type Controller struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	workers map[string]*runningWorker // by workerKey: GitProvider, URL and branch
+	retired map[string]*runningWorker // closed, by workerKey, until they have stopped
 	mirrors map[string]*mirrorState   // by GitTarget namespace/name
 	sources map[string]*source        // by KubeProvider name
 	reports map[string]*report        // what workers said, by GitTarget
@@ -133,6 +141,10 @@ type source struct {
 type runningWorker struct {
 	*worker.Worker
 	authFP string
+	// refs counts the mirrors (and reconciles setting one up) using it.
+	refs int
+	// stopped is closed once Run has returned.
+	stopped chan struct{}
 }
 
 type report struct {
@@ -161,7 +173,7 @@ func New(cfg Config) *Controller {
 		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
-		workers: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
+		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
 		sources: map[string]*source{}, reports: map[string]*report{},
 	}
 	enqueueTarget := func(obj any) {
@@ -374,6 +386,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	}
 	scopes, err := c.scopes(ctx, gt, kp, src, st)
 	if err != nil {
+		c.release(wkey)
 		return asProblem(err, "DiscoveryFailed")
 	}
 	// A mirror whose repository or source changed starts over: the old
@@ -400,7 +413,9 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	var stopped []*watch.Stream
 	c.mu.Lock()
 	m = c.mirrors[key]
+	leaseKept := m == nil
 	if m == nil {
+		// The new mirror keeps the reference this reconcile took.
 		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, streams: map[watch.Scope]*watch.Stream{}}
 		c.mirrors[key] = m
 	}
@@ -421,6 +436,9 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		}
 	}
 	c.mu.Unlock()
+	if !leaseKept {
+		c.release(wkey) // the running mirror holds its own
+	}
 	for _, s := range stopped {
 		s.Stop()
 	}
@@ -586,7 +604,8 @@ func workerKey(gp *v1.GitProvider, branch string) string {
 }
 
 // worker returns the branch worker of a GitProvider's branch, starting it,
-// and hands it rotated credentials.
+// and hands it rotated credentials. The caller holds a reference to it until
+// it calls release.
 func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string) (*worker.Worker, string, error) {
 	key := workerKey(gp, branch)
 	auth, authFP, err := c.gitAuth(ctx, gp)
@@ -596,7 +615,8 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	c.mu.Lock()
 	w, ok := c.workers[key]
 	rotated := ok && w.authFP != authFP
-	if rotated {
+	if ok {
+		w.refs++
 		w.authFP = authFP
 	}
 	c.mu.Unlock()
@@ -616,15 +636,52 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	if c.cfg.Facts != nil {
 		wake = c.cfg.Facts.Subscribe()
 	}
-	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP}
+	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, refs: 1, stopped: make(chan struct{})}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if existing, ok := c.workers[key]; ok {
+		existing.refs++
+		if c.cfg.Facts != nil {
+			c.cfg.Facts.Unsubscribe(wake)
+		}
 		return existing.Worker, key, nil
 	}
 	c.workers[key] = w
-	go w.Run(c.ctx)
+	prev := c.retired[key]
+	go func() {
+		defer close(w.stopped)
+		if prev != nil {
+			<-prev.stopped // the same local repository: one worker at a time
+		}
+		w.Run(c.ctx)
+		if c.cfg.Facts != nil {
+			c.cfg.Facts.Unsubscribe(wake)
+		}
+		c.mu.Lock()
+		if c.retired[key] == w {
+			delete(c.retired, key)
+		}
+		c.mu.Unlock()
+	}()
 	return w.Worker, key, nil
+}
+
+// release drops a reference to a worker; the last one closes it.
+func (c *Controller) release(key string) {
+	c.mu.Lock()
+	w, ok := c.workers[key]
+	last := ok && w.refs <= 1
+	switch {
+	case last:
+		delete(c.workers, key)
+		c.retired[key] = w
+	case ok:
+		w.refs--
+	}
+	c.mu.Unlock()
+	if last {
+		w.Close()
+	}
 }
 
 // teardown stops a mirror: its streams, and its target in the worker, whose
@@ -647,6 +704,7 @@ func (c *Controller) teardown(key string) {
 	}
 	if w != nil {
 		w.RemoveTarget(c.ctx, key)
+		c.release(m.workerKey)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/util/workqueue"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/tenancy"
@@ -165,4 +166,45 @@ func TestAuthorizedRechecksTheRulesAuthor(t *testing.T) {
 	p, err := c.authorized(context.Background(), local, bob, cm, "team")
 	require.NoError(t, err)
 	assert.Contains(t, p.message, `user "bob" may not read what the rule selects: it lacks list configmaps in namespace team, watch configmaps in namespace team`)
+}
+
+// TestWorkersAreReferenceCounted (issue 10, finding 4): a worker lives as
+// long as something uses it, and each GitProvider has its own.
+func TestWorkersAreReferenceCounted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	t.Cleanup(queue.ShutDown)
+	c := &Controller{cfg: Config{DataDir: t.TempDir()}, ctx: ctx, queue: queue,
+		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, reports: map[string]*report{}}
+	gp := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "repo"},
+		Spec: v1.GitProviderSpec{URL: "http://127.0.0.1:1/shared.git"}}
+	w1, key, err := c.worker(ctx, gp, "main")
+	require.NoError(t, err)
+	w2, _, err := c.worker(ctx, gp, "main")
+	require.NoError(t, err)
+	assert.Same(t, w1, w2, "one worker per GitProvider and branch")
+
+	other := gp.DeepCopy()
+	other.Namespace = "team-b"
+	w3, otherKey, err := c.worker(ctx, other, "main")
+	require.NoError(t, err)
+	assert.NotSame(t, w1, w3, "another GitProvider of the same repository gets its own worker, with its own credentials")
+	c.release(otherKey)
+
+	rw := c.workers[key]
+	c.release(key)
+	assert.Contains(t, c.workers, key, "still used once")
+	c.release(key)
+	assert.NotContains(t, c.workers, key, "the last release closes it")
+	select {
+	case <-rw.stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the closed worker did not stop")
+	}
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.retired) == 0
+	}, 30*time.Second, 10*time.Millisecond, "stopped workers are forgotten")
 }
