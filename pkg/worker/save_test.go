@@ -66,11 +66,31 @@ func TestSaveCommitsTheAuthorsWindow(t *testing.T) {
 	assert.Equal(t, "alice", f.git(f.bare, "log", "-1", "--format=%an", "main"))
 	assert.NotContains(t, f.remoteFiles(), "clusters/dev/demo/configmaps/c.yaml")
 
-	found := make(chan string, 1)
-	f.w.FindSave(f.ctx, "uid-1", func(sha string, err error) { require.NoError(t, err); found <- sha })
-	assert.Equal(t, res.Commit, <-found, "a restarted controller finds the save")
-	f.w.FindSave(f.ctx, "uid-unknown", func(sha string, err error) { found <- sha })
-	assert.Equal(t, "", <-found)
+	sha, err := f.findSave("uid-1")
+	require.NoError(t, err)
+	assert.Equal(t, res.Commit, sha, "a restarted controller finds the save")
+	sha, err = f.findSave("uid-unknown")
+	require.NoError(t, err)
+	assert.Equal(t, "", sha)
+}
+
+// findSave asks the worker for a save's commit and waits, with a deadline,
+// for the answer, which comes on the worker's goroutine.
+func (f *fixture) findSave(id string) (string, error) {
+	f.t.Helper()
+	type answer struct {
+		sha string
+		err error
+	}
+	found := make(chan answer, 1)
+	f.w.FindSave(f.ctx, id, func(sha string, err error) { found <- answer{sha, err} })
+	select {
+	case a := <-found:
+		return a.sha, a.err
+	case <-time.After(20 * time.Second):
+		f.t.Fatal("FindSave did not answer")
+		return "", nil
+	}
 }
 
 func TestSaveOutcomesWithoutChanges(t *testing.T) {

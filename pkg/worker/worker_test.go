@@ -125,55 +125,39 @@ var (
 )
 
 func TestWindowBecomesOneCommit(t *testing.T) {
-	f := newFixture(t)
-	f.start(site)
-	now := time.Now()
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: now})
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 1\n"), Desc: "ConfigMap demo/b", Seen: now})
-	f.eventually("both files pushed", func() bool { return len(f.remoteFiles()) == 2 })
-	assert.Equal(t, 1, f.commitCount(), "one window, one commit")
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	c.change(site, "a", "a: 1")
+	c.change(site, "b", "b: 1")
+	c.step(site.Window.Silence)
+	assert.Len(t, c.remoteFiles(), 2)
+	assert.Equal(t, 1, c.commitCount(), "one window, one commit")
 	assert.Equal(t, "Reverser: 2 changes in clusters/dev\n\n- create ConfigMap demo/a\n- create ConfigMap demo/b",
-		f.git(f.bare, "log", "-1", "--format=%B", "main"))
-	assert.Equal(t, "Reverser <reverser@reverser.dev>", f.git(f.bare, "log", "-1", "--format=%an <%ae>", "main"))
+		c.git(bare, "log", "-1", "--format=%B", "main"))
+	assert.Equal(t, "Reverser <reverser@reverser.dev>", c.git(bare, "log", "-1", "--format=%an <%ae>", "main"))
 
 	// The same content again writes nothing; a change writes one commit.
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: now})
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 2\n"), Desc: "ConfigMap demo/b", Seen: now})
-	f.eventually("b updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/b.yaml") == "b: 2" })
-	assert.Equal(t, 2, f.commitCount())
-	assert.Equal(t, "Reverser: update ConfigMap demo/b", f.git(f.bare, "log", "-1", "--format=%s", "main"))
+	c.change(site, "a", "a: 1")
+	c.change(site, "b", "b: 2")
+	c.step(site.Window.Silence)
+	assert.Equal(t, "b: 2", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"))
+	assert.Equal(t, 2, c.commitCount())
+	assert.Equal(t, "Reverser: update ConfigMap demo/b", c.git(bare, "log", "-1", "--format=%s", "main"))
 
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Desc: "ConfigMap demo/a", Seen: now})
-	f.eventually("a deleted", func() bool { return len(f.remoteFiles()) == 1 })
-	assert.Equal(t, "Reverser: delete ConfigMap demo/a", f.git(f.bare, "log", "-1", "--format=%s", "main"))
+	c.change(site, "a", "")
+	c.step(site.Window.Silence)
+	assert.Len(t, c.remoteFiles(), 1)
+	assert.Equal(t, "Reverser: delete ConfigMap demo/a", c.git(bare, "log", "-1", "--format=%s", "main"))
 
 	// A change that is undone within the window writes nothing.
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 3\n"), Desc: "ConfigMap demo/b", Seen: now})
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Content: []byte("b: 2\n"), Desc: "ConfigMap demo/b", Seen: now})
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/c.yaml", Content: []byte("c: 1\n"), Desc: "ConfigMap demo/c", Seen: now})
-	f.eventually("c pushed", func() bool { return len(f.remoteFiles()) == 2 })
-	assert.Equal(t, 4, f.commitCount())
-	assert.Equal(t, "Reverser: create ConfigMap demo/c", f.git(f.bare, "log", "-1", "--format=%s", "main"))
-}
-
-func TestMaxAgeClosesABusyWindow(t *testing.T) {
-	f := newFixture(t)
-	busy := site
-	busy.Window = Window{Silence: time.Hour, MaxAge: 300 * time.Millisecond}
-	f.start(busy)
-	// A steady stream of edits, never silent for an hour.
-	edits := time.NewTicker(20 * time.Millisecond)
-	defer edits.Stop()
-	stop := time.After(2 * time.Second)
-	for i := 0; f.commitCount() == 0; i++ {
-		select {
-		case <-stop:
-			t.Fatal("no commit within 2s although maxAge is 300ms")
-		case <-edits.C:
-		}
-		f.w.Change(f.ctx, busy.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte{byte('a' + i%26), '\n'}, Desc: "ConfigMap demo/a", Seen: time.Now()})
-	}
-	assert.Equal(t, 1, f.commitCount(), "max age closed the window although edits kept coming")
+	c.change(site, "b", "b: 3")
+	c.change(site, "b", "b: 2")
+	c.change(site, "c", "c: 1")
+	c.step(site.Window.Silence)
+	assert.Len(t, c.remoteFiles(), 2)
+	assert.Equal(t, 4, c.commitCount())
+	assert.Equal(t, "Reverser: create ConfigMap demo/c", c.git(bare, "log", "-1", "--format=%s", "main"))
 }
 
 // seedRemote pushes files from the git CLI, as somebody else would.

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/worker"
@@ -23,8 +24,9 @@ func TestFromResult(t *testing.T) {
 	gt := &v1.GitTarget{Spec: v1.GitTargetSpec{Branch: "main"}}
 	o := fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "0123456789abcdef"}, gt)
 	assert.Equal(t, outcome{reason: v1.ReasonCommitted, ok: true, commit: "0123456789abcdef", branch: "main",
-		message: "Saved as 0123456 on branch main.", applied: o.applied}, o)
-	assert.Equal(t, v1.ReasonNoApplierClaim, o.applied.Reason, "no applier claim: nothing to apply")
+		message: "Saved as 0123456 on branch main.", applied: &metav1.Condition{Type: v1.ConditionApplied, Status: metav1.ConditionTrue,
+			Reason: v1.ReasonNoApplierClaim, Message: "The GitTarget names no applier claim: nothing to apply."}}, o,
+		"no applier claim: nothing to apply")
 
 	gt.Spec.ApplierRef = &v1.ApplierReference{Kind: v1.ApplierKindFluxClaim, Name: "apps"}
 	assert.Nil(t, fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "x"}, gt).applied,
