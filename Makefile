@@ -10,7 +10,7 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
-.PHONY: all build tools test unit integration e2e bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
+.PHONY: all build tools test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
 
 all: build
 
@@ -39,9 +39,15 @@ FORCE:
 control-plane:
 	@hack/build-control-plane.sh >/dev/null
 
-## test: unit, integration and end-to-end tests.
+## test: unit, integration and end-to-end tests, then the short fault suite
+## (its own control plane, so it does not share the machine with the e2e one).
 test: control-plane
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -v /test/faults)
+	$(GO) test -count=1 -timeout 20m ./test/faults/
+
+## faults: every fault with long bursts and outages; prints the table.
+faults: control-plane
+	REVERSER_FAULTS=full $(GO) test -count=1 -timeout 60m -v -run TestFaults ./test/faults/
 
 ## bench: P1 snapshot and P2 edit latency against floors measured in the same run.
 bench: control-plane

@@ -42,40 +42,13 @@ func run(m *testing.M) (int, error) {
 	if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, pluginPath), "./cmd/kubectl-reverser"); err != nil {
 		return 0, fmt.Errorf("building kubectl-reverser: %w", err)
 	}
-	if dir := os.Getenv("REVERSER_E2E_LOCAL_DIR"); dir != "" {
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(root, dir) // relative to the repository, as make passes it
-		}
-		env, err = controlplane.Load(dir)
-		if err != nil {
-			return 0, fmt.Errorf("REVERSER_E2E_LOCAL_DIR=%s: %w (run make up first)", dir, err)
-		}
-		fmt.Printf("e2e: reusing the control plane in %s\n", env.Dir)
-		return m.Run(), nil
-	}
-
-	cpBin, err := output(ctx, root, "bash", "hack/build-control-plane.sh")
+	var stop func() error
+	env, stop, err = controlplane.ForTests(ctx, root, "e2e", os.Getenv("REVERSER_E2E_LOCAL_DIR"), os.Stdout)
 	if err != nil {
-		return 0, fmt.Errorf("building the control plane: %w", err)
+		return 0, err
 	}
-	bin := filepath.Join(root, "_output", "e2e", "bin")
-	for name, pkg := range map[string]string{
-		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
-	} {
-		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(bin, name), pkg); err != nil {
-			return 0, fmt.Errorf("building %s: %w", name, err)
-		}
-	}
-	start := time.Now()
-	env, err = controlplane.Up(ctx, controlplane.Options{
-		Dir: filepath.Join(root, "_output", "e2e", "local"), ControlPlaneBin: cpBin, ReverserBin: bin, Progress: os.Stdout,
-	})
-	if err != nil {
-		return 0, fmt.Errorf("starting the control plane: %w", err)
-	}
-	fmt.Printf("e2e: control plane up in %.1fs, state in %s\n", time.Since(start).Seconds(), env.Dir)
 	code := m.Run()
-	if err := controlplane.Down(env.Dir); err != nil {
+	if err := stop(); err != nil {
 		return 0, fmt.Errorf("stopping the control plane: %w", err)
 	}
 	return code, nil
@@ -89,6 +62,5 @@ func output(ctx context.Context, dir, name string, args ...string) (string, erro
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, stderr.String())
 	}
-	os.Stderr.Write(stderr.Bytes()) // progress of the build script
 	return strings.TrimSpace(stdout.String()), nil
 }

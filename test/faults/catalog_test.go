@@ -1,0 +1,204 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"reverser.dev/reverser/test/controlplane"
+)
+
+// fault is one row of the table. inject runs while the burst goes on and
+// returns once the fault is over: the process is back, the outage ended.
+type fault struct {
+	name   string
+	inject func(t *testing.T, m *mirror)
+}
+
+func faults() []fault {
+	return []fault{
+		{"none", func(*testing.T, *mirror) {}},
+		{"controller killed (SIGKILL) mid-burst", func(t *testing.T, _ *mirror) {
+			must(t, controlplane.Kill(env, "reverser-controller"))
+			must(t, controlplane.Restart(env, "reverser-controller"))
+		}},
+		{"reverser-apiserver restarted", func(t *testing.T, _ *mirror) {
+			must(t, controlplane.Restart(env, "reverser-apiserver"))
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			must(t, controlplane.WaitAPIServiceAvailable(ctx, env))
+		}},
+		{"kube-apiserver restarted", func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "kube-apiserver")) }},
+		{"etcd restarted", func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "etcd")) }},
+		{"Git server unreachable", func(t *testing.T, m *mirror) {
+			before := metric(t, `reverser_pushes_total{result="error"}`)
+			must(t, controlplane.Kill(env, "git-server"))
+			defer func() { must(t, controlplane.Restart(env, "git-server")) }()
+			// The outage lasts until the controller has failed to push twice
+			// (in the full run, for a minute at least).
+			until := time.Now().Add(map[bool]time.Duration{true: time.Minute}[full])
+			m.poll(3*time.Minute, "pushes failing against the unreachable server", func() (bool, error) {
+				return metric(t, `reverser_pushes_total{result="error"}`) >= before+2 && !time.Now().Before(until), nil
+			})
+		}},
+		{"foreign commit edits a document", func(t *testing.T, m *mirror) {
+			m.foreignCommit(t, "edit", func(work string, docs []string) {
+				must(t, os.WriteFile(filepath.Join(work, docs[0]), []byte("edited: by hand\n"), 0o644))
+			})
+		}},
+		{"foreign commit deletes documents", func(t *testing.T, m *mirror) {
+			m.foreignCommit(t, "delete", func(work string, docs []string) {
+				for _, d := range docs[:min(3, len(docs))] {
+					must(t, os.Remove(filepath.Join(work, d)))
+				}
+			})
+		}},
+		{"foreign commit deletes the folder", func(t *testing.T, m *mirror) {
+			m.foreignCommit(t, "delete the folder", func(work string, _ []string) {
+				must(t, os.RemoveAll(filepath.Join(work, folder)))
+			})
+		}},
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runFault runs a burst, injects f a third of the way in, and measures the
+// outcome once the burst is over: how long until Git equals the cluster, and
+// what the commits since the burst began got wrong.
+func runFault(t *testing.T, f fault) result {
+	m := newMirror(t)
+	objects, ops := 20, 120
+	if full {
+		objects, ops = 100, 1200
+	}
+	_, err := m.admin.CoreV1().ConfigMaps(m.ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed"},
+		Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+	must(t, err)
+	m.poll(time.Minute, "the seed pushed", func() (bool, error) { return m.head() != "", nil })
+	base := m.head()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	made := &countingWrites{}
+	burst, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.burst(burst, objects, made)
+	}()
+	// A third of the changes before the fault, the rest after it is over.
+	m.poll(time.Minute, "the burst under way", func() (bool, error) { return made.len() >= ops/3, nil })
+	f.inject(t, m)
+	after := made.len()
+	m.poll(3*time.Minute, "the burst going on after the fault", func() (bool, error) { return made.len() >= after+2*ops/3, nil })
+	stop()
+	<-done
+	ended := time.Now()
+
+	r := result{fault: f.name, made: made.len()}
+	var lost []string
+	err = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 3*time.Minute, true,
+		func(context.Context) (bool, error) {
+			d, err := m.differences()
+			if err != nil {
+				return false, nil // a server still coming back
+			}
+			lost = d
+			return len(d) == 0, nil
+		})
+	r.recovery = time.Since(ended)
+	if err != nil {
+		r.lost, r.lostPaths = max(len(lost), 1), lost
+	}
+	var dups, wrong []string
+	r.commits, r.byPeople, dups, wrong = m.check(base)
+	r.duplicates, r.duplicateCommits = len(dups), dups
+	r.misattributed, r.wrong = len(wrong), wrong
+	return r
+}
+
+// foreignCommit pushes, with the git CLI, a commit that changes the mirror's
+// documents as somebody editing the repository by hand would.
+func (m *mirror) foreignCommit(t *testing.T, what string, change func(work string, docs []string)) {
+	t.Helper()
+	for attempt := 0; attempt < 10; attempt++ {
+		work := filepath.Join(t.TempDir(), "work")
+		git(t, "", "clone", "--quiet", m.url, work)
+		out := git(t, work, "ls-files", folder)
+		docs := strings.Fields(out)
+		if len(docs) == 0 {
+			t.Fatal("nothing mirrored yet to change by hand")
+		}
+		change(work, docs)
+		git(t, work, "add", "-A")
+		git(t, work, "commit", "--quiet", "-m", "By hand: "+what)
+		if _, err := gitErr(work, "push", "--quiet", "origin", "HEAD:main"); err == nil {
+			return
+		}
+		// Reverser pushed in between: start again from its head.
+	}
+	t.Fatal("the foreign commit was rejected ten times")
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := gitErr(dir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func gitErr(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	if dir != "" {
+		cmd.Dir = dir
+	}
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Somebody", "GIT_AUTHOR_EMAIL=somebody@example.com",
+		"GIT_COMMITTER_NAME=Somebody", "GIT_COMMITTER_EMAIL=somebody@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// metric reads one sample from the controller's /metrics; 0 when absent or
+// while the controller is down.
+func metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(env.MetricsURL)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err == nil {
+				return v
+			}
+		}
+	}
+	return 0
+}

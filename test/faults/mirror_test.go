@@ -1,0 +1,348 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// mirror is one GitTarget mirroring the ConfigMaps of a fresh namespace into
+// the folder "mirror" of a fresh repository.
+type mirror struct {
+	t         *testing.T
+	ns        string
+	url, bare string
+	admin     kubernetes.Interface
+	authors   map[string]kubernetes.Interface
+}
+
+const folder = "mirror"
+
+// The two authors of every burst: alice writes the even objects, bob the odd
+// ones, so every document has one human who may be its author.
+var authors = []string{controlplane.UserAlice, controlplane.UserBob}
+
+func newMirror(t *testing.T) *mirror {
+	t.Helper()
+	m := &mirror{t: t, admin: client(t, env.KubeconfigAdmin), authors: map[string]kubernetes.Interface{
+		controlplane.UserAlice: client(t, env.KubeconfigAlice), controlplane.UserBob: client(t, env.KubeconfigBob),
+	}}
+	m.ns = fmt.Sprintf("faults-%d-%d", time.Now().Unix()%100000, rand.IntN(1000))
+	name := m.ns
+	var err error
+	m.bare, err = gitserver.CreateRepo(env.GitRoot, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.url = env.GitBaseURL + "/" + name + ".git"
+	m.kubectl(fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: local}
+spec:
+  inCluster: true
+  audit:
+    enabled: true
+    bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: %[1]s}
+spec:
+  url: %[2]q
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: site, namespace: %[1]s}
+spec:
+  kubeProviderRef: {name: local}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: %[3]s
+  commit: {window: {silence: 200ms, maxAge: 5s}}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: configmaps, namespace: %[1]s}
+spec:
+  gitTargetRef: {name: site}
+  rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+`, m.ns, m.url, folder), "apply", "--server-side", "-f", "-")
+	t.Cleanup(func() {
+		_ = m.admin.CoreV1().Namespaces().Delete(context.Background(), m.ns, metav1.DeleteOptions{})
+	})
+	m.poll(time.Minute, "the GitTarget Ready", func() (bool, error) {
+		out, err := m.kubectlOut("", "get", "gittarget", "-n", m.ns, "site", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return strings.TrimSpace(out) == "True", err
+	})
+	return m
+}
+
+func (m *mirror) kubectl(stdin string, args ...string) {
+	m.t.Helper()
+	if out, err := m.kubectlOut(stdin, args...); err != nil {
+		m.t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (m *mirror) kubectlOut(stdin string, args ...string) (string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", env.KubeconfigAdmin}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// poll waits for cond with a deadline.
+func (m *mirror) poll(timeout time.Duration, what string, cond func() (bool, error)) {
+	m.t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		m.t.Fatalf("%s: %v (last error: %v)", what, err, last)
+	}
+}
+
+// write is one successful change a burst made.
+type write struct {
+	author string
+	name   string
+}
+
+// burst makes changes by both authors over objects ConfigMaps at a steady
+// pace until ctx is done, and records those that succeeded in made. Writes
+// refused while a server is down are not retried: they did not happen.
+func (m *mirror) burst(ctx context.Context, objects int, made *countingWrites) {
+	var wg sync.WaitGroup
+	for a, author := range authors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kube := m.authors[author]
+			exists := map[string]bool{}
+			rnd := rand.New(rand.NewPCG(uint64(a), uint64(time.Now().UnixNano())))
+			tick := time.NewTicker(25 * time.Millisecond) // a steady rate, not a wait for state
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				name := fmt.Sprintf("cm-%03d", 2*rnd.IntN(objects/2)+a)
+				cms := kube.CoreV1().ConfigMaps(m.ns)
+				var err error
+				switch {
+				case !exists[name]:
+					_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+						Data: map[string]string{"v": author + "-" + strconv.Itoa(i)}}, metav1.CreateOptions{})
+					if err == nil || apierrors.IsAlreadyExists(err) {
+						exists[name] = true
+					}
+				case rnd.IntN(4) == 0:
+					err = cms.Delete(ctx, name, metav1.DeleteOptions{})
+					if err == nil || apierrors.IsNotFound(err) {
+						exists[name] = false
+					}
+				default:
+					_, err = cms.Patch(ctx, name, "application/merge-patch+json",
+						fmt.Appendf(nil, `{"data":{"v":%q}}`, author+"-"+strconv.Itoa(i)), metav1.PatchOptions{})
+					if apierrors.IsNotFound(err) {
+						exists[name] = false
+					}
+				}
+				if err == nil {
+					made.add(write{author: author, name: name})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// countingWrites collects the writes of a burst, safe for its goroutines.
+type countingWrites struct {
+	mu     sync.Mutex
+	writes []write
+}
+
+func (c *countingWrites) add(w write) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes = append(c.writes, w)
+}
+
+func (c *countingWrites) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.writes)
+}
+
+var configMaps = schema.GroupResource{Resource: "configmaps"}
+
+// differences lists the documents of the folder that differ from the
+// cluster: missing, different or left over.
+func (m *mirror) differences() ([]string, error) {
+	list, err := m.admin.CoreV1().ConfigMaps(m.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if cm.Name == watch.RootCAConfigMap {
+			continue
+		}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		doc, err := watch.Sanitize(configMaps, u)
+		if err != nil {
+			return nil, err
+		}
+		want[path.Join(folder, m.ns, "configmaps", cm.Name+".yaml")] = string(doc)
+	}
+	got := map[string]string{}
+	out, err := exec.Command("git", "-C", m.bare, "ls-tree", "-r", "--name-only", "main", "--", folder+"/").Output()
+	if err == nil {
+		for _, p := range strings.Fields(string(out)) {
+			content, err := exec.Command("git", "-C", m.bare, "show", "main:"+p).Output()
+			if err != nil {
+				return nil, err
+			}
+			got[p] = string(content)
+		}
+	}
+	var diff []string
+	for p, c := range want {
+		if got[p] != c {
+			diff = append(diff, p)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			diff = append(diff, p+" (left over)")
+		}
+	}
+	slices.Sort(diff)
+	return diff, nil
+}
+
+// commit is one commit of the branch.
+type commit struct {
+	sha, author, trailer string
+	paths                []string
+}
+
+// commitsSince lists the branch's commits after base ("" for all), oldest
+// first, with the paths each changes.
+func (m *mirror) commitsSince(base string) []commit {
+	rng := "main"
+	if base != "" {
+		rng = base + "..main"
+	}
+	out, err := exec.Command("git", "-C", m.bare, "log", "--reverse", "--format=%x00%H%x1f%an%x1f%(trailers:key=Reverser-Commit-Request,valueonly)",
+		"--name-only", "--no-renames", rng).Output()
+	if err != nil {
+		return nil
+	}
+	var commits []commit
+	for _, rec := range strings.Split(string(out), "\x00") {
+		rec = strings.TrimSpace(rec)
+		if rec == "" {
+			continue
+		}
+		head, files, _ := strings.Cut(rec, "\n")
+		parts := strings.SplitN(head, "\x1f", 3)
+		for len(parts) < 3 {
+			parts = append(parts, "")
+		}
+		commits = append(commits, commit{sha: parts[0], author: parts[1], trailer: strings.TrimSpace(parts[2]), paths: strings.Fields(files)})
+	}
+	return commits
+}
+
+func (m *mirror) head() string {
+	out, err := exec.Command("git", "-C", m.bare, "rev-parse", "--verify", "-q", "main").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// check counts what the invariant forbids among the commits since base: a
+// commit that changes nothing or a save committed twice (duplicates), and a
+// document credited to a human who did not write that object
+// (misattributed). The committer, and the unresolved author, are never
+// wrong: they say Reverser re-asserted the cluster's state, or that no fact
+// was to be had.
+func (m *mirror) check(base string) (commits, byPeople int, duplicates, wrong []string) {
+	seen := map[string]bool{}
+	for _, c := range m.commitsSince(base) {
+		commits++
+		if len(c.paths) == 0 && c.trailer == "" {
+			duplicates = append(duplicates, c.sha[:7]+" changes nothing")
+		}
+		if c.trailer != "" {
+			if seen[c.trailer] {
+				duplicates = append(duplicates, c.sha[:7]+" saves "+c.trailer+" again")
+			}
+			seen[c.trailer] = true
+		}
+		if c.author == "Reverser" || c.author == attribution.UnresolvedName {
+			continue
+		}
+		byPeople++
+		for _, p := range c.paths {
+			if owner := ownerOf(p); owner != "" && owner != c.author {
+				wrong = append(wrong, fmt.Sprintf("%s by %s in %s", path.Base(p), c.author, c.sha[:7]))
+			}
+		}
+	}
+	return commits, byPeople, duplicates, wrong
+}
+
+// ownerOf is the author who writes the object of a document: alice the even
+// ones, bob the odd ones.
+func ownerOf(p string) string {
+	name := strings.TrimSuffix(path.Base(p), ".yaml")
+	n, err := strconv.Atoi(strings.TrimPrefix(name, "cm-"))
+	if err != nil {
+		return ""
+	}
+	return authors[n%2]
+}
