@@ -131,6 +131,11 @@ func stopOne(pidFile string) error {
 			func(context.Context) (bool, error) { return !alive(pid, bin), nil })
 		if gone != nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+			// Until it is gone its ports are taken: a restart would fail.
+			if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true,
+				func(context.Context) (bool, error) { return !alive(pid, bin), nil }); err != nil {
+				return fmt.Errorf("pid %d (%s) did not exit after SIGKILL: %w", pid, bin, err)
+			}
 		}
 	}
 	return os.Remove(pidFile)
@@ -167,8 +172,22 @@ func Restart(env *Env, name string) error {
 		return err
 	}
 	args := strings.Split(string(cmdline), "\x00")
-	_, err = startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
-	return err
+	// A port the old process held may be released a moment late: a process
+	// that exits at once is started again, a few times.
+	for attempt := 1; ; attempt++ {
+		check, err := startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
+		if err != nil {
+			return err
+		}
+		exited := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Second, true,
+			func(context.Context) (bool, error) { return check() != nil, nil })
+		if exited != nil { // still running after 2s
+			return nil
+		}
+		if attempt == 3 {
+			return check()
+		}
+	}
 }
 
 // Kill ends the named process with SIGKILL, as a crash would, and waits

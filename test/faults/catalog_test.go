@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
 )
 
 // fault is one row of the table. inject runs while the burst goes on and
@@ -24,24 +26,27 @@ import (
 type fault struct {
 	name   string
 	inject func(t *testing.T, m *mirror)
+	// private mirrors into a repository that needs the credentials of the
+	// Secret git-credentials.
+	private bool
 }
 
 func faults() []fault {
 	return []fault{
-		{"none", func(*testing.T, *mirror) {}},
-		{"controller killed (SIGKILL) mid-burst", func(t *testing.T, _ *mirror) {
+		{name: "none", inject: func(*testing.T, *mirror) {}},
+		{name: "controller killed (SIGKILL) mid-burst", inject: func(t *testing.T, _ *mirror) {
 			must(t, controlplane.Kill(env, "reverser-controller"))
 			must(t, controlplane.Restart(env, "reverser-controller"))
 		}},
-		{"reverser-apiserver restarted", func(t *testing.T, _ *mirror) {
+		{name: "reverser-apiserver restarted", inject: func(t *testing.T, _ *mirror) {
 			must(t, controlplane.Restart(env, "reverser-apiserver"))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			must(t, controlplane.WaitAPIServiceAvailable(ctx, env))
 		}},
-		{"kube-apiserver restarted", func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "kube-apiserver")) }},
-		{"etcd restarted", func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "etcd")) }},
-		{"Git server unreachable", func(t *testing.T, m *mirror) {
+		{name: "kube-apiserver restarted", inject: func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "kube-apiserver")) }},
+		{name: "etcd restarted", inject: func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "etcd")) }},
+		{name: "Git server unreachable", inject: func(t *testing.T, m *mirror) {
 			before := metric(t, `reverser_pushes_total{result="error"}`)
 			must(t, controlplane.Kill(env, "git-server"))
 			defer func() { must(t, controlplane.Restart(env, "git-server")) }()
@@ -52,19 +57,40 @@ func faults() []fault {
 				return metric(t, `reverser_pushes_total{result="error"}`) >= before+2 && !time.Now().Before(until), nil
 			})
 		}},
-		{"foreign commit edits a document", func(t *testing.T, m *mirror) {
+		{name: "Git server answering 500", inject: func(t *testing.T, m *mirror) {
+			before := metric(t, `reverser_pushes_total{result="error"}`)
+			fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
+			must(t, os.WriteFile(fault, []byte("500"), 0o644))
+			defer func() { must(t, os.Remove(fault)) }()
+			m.poll(3*time.Minute, "pushes failing against the broken server", func() (bool, error) {
+				return metric(t, `reverser_pushes_total{result="error"}`) >= before+2, nil
+			})
+		}},
+		{name: "credential Secret rotated mid-burst", private: true, inject: func(t *testing.T, m *mirror) {
+			// The new password is let in, the Secret rotated, and the old
+			// password refused at once: pushes fail until the controller
+			// reads the Secret again.
+			m.setCredential(t, m.ns, "second", "")
+			out, err := m.kubectlOut("", "patch", "secret", "git-credentials", "-n", m.ns, "--type=merge", "-p",
+				`{"stringData":{"password":"second"}}`)
+			if err != nil {
+				t.Fatalf("rotating the Secret: %v: %s", err, out)
+			}
+			m.setCredential(t, m.ns, "second", "first")
+		}},
+		{name: "foreign commit edits a document", inject: func(t *testing.T, m *mirror) {
 			m.foreignCommit(t, "edit", func(work string, docs []string) {
 				must(t, os.WriteFile(filepath.Join(work, docs[0]), []byte("edited: by hand\n"), 0o644))
 			})
 		}},
-		{"foreign commit deletes documents", func(t *testing.T, m *mirror) {
+		{name: "foreign commit deletes documents", inject: func(t *testing.T, m *mirror) {
 			m.foreignCommit(t, "delete", func(work string, docs []string) {
 				for _, d := range docs[:min(3, len(docs))] {
 					must(t, os.Remove(filepath.Join(work, d)))
 				}
 			})
 		}},
-		{"foreign commit deletes the folder", func(t *testing.T, m *mirror) {
+		{name: "foreign commit deletes the folder", inject: func(t *testing.T, m *mirror) {
 			m.foreignCommit(t, "delete the folder", func(work string, _ []string) {
 				must(t, os.RemoveAll(filepath.Join(work, folder)))
 			})
@@ -83,7 +109,7 @@ func must(t *testing.T, err error) {
 // outcome once the burst is over: how long until Git equals the cluster, and
 // what the commits since the burst began got wrong.
 func runFault(t *testing.T, f fault) result {
-	m := newMirror(t)
+	m := newMirror(t, f.private)
 	objects, ops := 20, 120
 	if full {
 		objects, ops = 100, 1200
@@ -133,18 +159,25 @@ func runFault(t *testing.T, f fault) result {
 	return r
 }
 
+// foreignAuthor makes the commits a fault pushes by hand.
+const foreignAuthor = "Somebody"
+
 // foreignCommit pushes, with the git CLI, a commit that changes the mirror's
 // documents as somebody editing the repository by hand would.
 func (m *mirror) foreignCommit(t *testing.T, what string, change func(work string, docs []string)) {
 	t.Helper()
+	// Somebody changes what the burst wrote, not just the seed.
+	burstDocs := func(files string) []string {
+		return slices.DeleteFunc(strings.Fields(files), func(p string) bool { return ownerOf(p) == "" })
+	}
+	m.poll(time.Minute, "burst documents pushed", func() (bool, error) {
+		out, err := gitErr(m.bare, "ls-tree", "-r", "--name-only", "main", "--", folder+"/")
+		return len(burstDocs(out)) >= 4, err
+	})
 	for attempt := 0; attempt < 10; attempt++ {
 		work := filepath.Join(t.TempDir(), "work")
 		git(t, "", "clone", "--quiet", m.url, work)
-		out := git(t, work, "ls-files", folder)
-		docs := strings.Fields(out)
-		if len(docs) == 0 {
-			t.Fatal("nothing mirrored yet to change by hand")
-		}
+		docs := burstDocs(git(t, work, "ls-files", folder))
 		change(work, docs)
 		git(t, work, "add", "-A")
 		git(t, work, "commit", "--quiet", "-m", "By hand: "+what)
@@ -170,8 +203,8 @@ func gitErr(dir string, args ...string) (string, error) {
 	if dir != "" {
 		cmd.Dir = dir
 	}
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=Somebody", "GIT_AUTHOR_EMAIL=somebody@example.com",
-		"GIT_COMMITTER_NAME=Somebody", "GIT_COMMITTER_EMAIL=somebody@example.com")
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME="+foreignAuthor, "GIT_AUTHOR_EMAIL=somebody@example.com",
+		"GIT_COMMITTER_NAME="+foreignAuthor, "GIT_COMMITTER_EMAIL=somebody@example.com")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -24,6 +25,11 @@ const PrivatePrefix = "/private"
 
 // CredentialsFile is where PrivatePrefix's users are listed.
 const CredentialsFile = ".credentials"
+
+// FaultFile, when <root>/.fault holds an HTTP status code, makes the server
+// answer every request with that status, as a broken Git host would, until
+// it is removed. The fault suite writes it.
+const FaultFile = ".fault"
 
 // Handler serves the bare repositories under root.
 func Handler(root string) (http.Handler, error) {
@@ -48,7 +54,15 @@ func Handler(root string) (http.Handler, error) {
 		}
 		private.ServeHTTP(w, r)
 	}))
-	return mux, nil
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if data, err := os.ReadFile(filepath.Join(root, FaultFile)); err == nil {
+			if code, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && code >= 400 {
+				http.Error(w, "injected fault", code)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	}), nil
 }
 
 func allowed(file, user, pass string) bool {
