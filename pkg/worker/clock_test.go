@@ -69,13 +69,16 @@ func (c *clocked) step(d time.Duration) {
 	c.settle()
 }
 
-func (c *clocked) change(tg Target, name, value string) {
+func (c *clocked) change(tg Target, name, value string) { c.changeBy(tg, name, "", value) }
+
+// changeBy sends a change whose author, for the authors attributor, is user.
+func (c *clocked) changeBy(tg Target, name, user, value string) {
 	var content []byte
 	if value != "" {
 		content = []byte(value + "\n")
 	}
 	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: content,
-		Desc: "ConfigMap demo/" + name, Seen: c.clock.Now()})
+		Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: user})
 	c.settle() // handled at the current time, before the clock moves
 }
 

@@ -139,7 +139,8 @@ func TestSaveNextAndInProgress(t *testing.T) {
 // TestFindSaveThenSaveUnderAFullQueue (finding 2): the CommitRequest
 // controller calls Save from FindSave's callback, on the worker's own
 // goroutine, while streams keep the change queue full. Save must not wait on
-// that queue.
+// that queue, and the stream must not starve the step that answers the save
+// (it did, under -race, before drain took only what was queued).
 func TestFindSaveThenSaveUnderAFullQueue(t *testing.T) {
 	f, tg := saveFixture(t)
 	stop := make(chan struct{})

@@ -418,19 +418,17 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-// drain handles what is already queued, so a burst shares its commits.
+// drain handles what was queued when it started, so a burst shares its
+// commits; no more, so a stream that keeps the queue full cannot hold off
+// the step that commits, pushes and answers saves.
 func (w *Worker) drain() {
-	for {
-		select {
-		case f := <-w.in:
-			metrics.QueueDepth.Dec()
-			w.applyMailbox()
-			f()
-		default:
-			w.applyMailbox()
-			return
-		}
+	for n := len(w.in); n > 0; n-- {
+		f := <-w.in
+		metrics.QueueDepth.Dec()
+		w.applyMailbox()
+		f()
 	}
+	w.applyMailbox()
 }
 
 func (w *Worker) step(ctx context.Context) {

@@ -243,52 +243,49 @@ func (f *fixture) log() []string {
 }
 
 func TestWindowsPerAuthor(t *testing.T) {
-	f := newFixture(t)
-	a := &authors{waiting: map[string]bool{}}
+	url, bare := serveRepo(t)
 	tg := site
 	tg.Window = Window{Silence: 300 * time.Millisecond, MaxAge: time.Minute}
-	tg.Authors = a
-	f.start(tg)
-	cm := func(name, user, value string) watch.Change {
-		return watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
-			Desc: "ConfigMap demo/" + name, Seen: time.Now(), ResourceVersion: user}
-	}
+	tg.Authors = &authors{waiting: map[string]bool{}}
+	c := startClocked(t, url, tg)
+	c.bare = bare
 	// Two people at once: two commits, each authored by its person.
-	f.w.Change(f.ctx, tg.Key, cm("a", "alice", "a1"))
-	f.w.Change(f.ctx, tg.Key, cm("b", "bob", "b1"))
-	f.eventually("two commits", func() bool { return f.commitCount() == 2 })
-	assert.ElementsMatch(t, []string{"alice|Reverser: create ConfigMap demo/a", "bob|Reverser: create ConfigMap demo/b"}, f.log())
+	c.changeBy(tg, "a", "alice", "a1")
+	c.changeBy(tg, "b", "bob", "b1")
+	c.step(tg.Window.Silence)
+	assert.ElementsMatch(t, []string{"alice|Reverser: create ConfigMap demo/a", "bob|Reverser: create ConfigMap demo/b"}, c.log())
 
 	// alice then bob on one object: alice's commit, with her version, comes first.
-	f.w.Change(f.ctx, tg.Key, cm("a", "alice", "a2"))
-	f.w.Change(f.ctx, tg.Key, cm("a", "bob", "a3"))
-	f.eventually("two more commits", func() bool { return f.commitCount() == 4 })
-	log := f.log()
+	c.changeBy(tg, "a", "alice", "a2")
+	c.changeBy(tg, "a", "bob", "a3")
+	c.step(tg.Window.Silence)
+	log := c.log()
+	require.Len(t, log, 4)
 	assert.Equal(t, []string{"alice|Reverser: update ConfigMap demo/a", "bob|Reverser: update ConfigMap demo/a"}, log[2:])
-	assert.Equal(t, "a2", f.git(f.bare, "show", "main~1:clusters/dev/demo/configmaps/a.yaml"))
-	assert.Equal(t, "a3", f.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "a2", c.git(bare, "show", "main~1:clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "a3", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
 }
 
 func TestWaitingForAnAuthorHoldsOnlyThatObject(t *testing.T) {
-	f := newFixture(t)
+	url, bare := serveRepo(t)
 	a := &authors{waiting: map[string]bool{"carol": true}}
 	tg := site
 	tg.Authors = a
-	f.start(tg)
-	f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/x.yaml", Content: []byte("x1\n"), Desc: "ConfigMap demo/x",
-		Seen: time.Now(), ResourceVersion: "carol"})
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.changeBy(tg, "x", "carol", "x1")
 	// A later change of the same object waits behind carol's; another object does not.
-	f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/x.yaml", Content: []byte("x2\n"), Desc: "ConfigMap demo/x",
-		Seen: time.Now(), ResourceVersion: "dave"})
-	f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/y.yaml", Content: []byte("y\n"), Desc: "ConfigMap demo/y",
-		Seen: time.Now(), ResourceVersion: "dave"})
-	f.eventually("y committed while x waits", func() bool { return f.commitCount() == 1 })
-	assert.Equal(t, []string{"clusters/dev/demo/configmaps/y.yaml"}, f.remoteFiles())
+	c.changeBy(tg, "x", "dave", "x2")
+	c.changeBy(tg, "y", "dave", "y")
+	c.step(tg.Window.Silence)
+	assert.Equal(t, []string{"clusters/dev/demo/configmaps/y.yaml"}, c.remoteFiles(), "y committed while x waits")
 
 	a.mu.Lock()
 	a.waiting["carol"] = false
 	a.mu.Unlock()
-	f.w.SetTarget(f.ctx, tg) // any event wakes the worker; in production the fact index does
-	f.eventually("carol's then dave's change of x", func() bool { return f.commitCount() == 3 })
-	assert.Equal(t, []string{"dave|Reverser: create ConfigMap demo/y", "carol|Reverser: create ConfigMap demo/x", "dave|Reverser: update ConfigMap demo/x"}, f.log())
+	c.w.SetTarget(c.ctx, tg) // any event wakes the worker; in production the fact index does
+	c.settle()
+	c.step(tg.Window.Silence) // carol's window
+	c.step(tg.Window.Silence) // dave's, which waited for hers
+	assert.Equal(t, []string{"dave|Reverser: create ConfigMap demo/y", "carol|Reverser: create ConfigMap demo/x", "dave|Reverser: update ConfigMap demo/x"}, c.log())
 }
