@@ -6,15 +6,17 @@
 // and commits are pushed in batches. A rejected push fetches the
 // remote, starts again from its head and replays the cluster's state.
 //
-// Ownership and blocking: every field of Worker but ctl is owned by the
-// goroutine in Run. Others talk to it two ways. Changes and stream syncs go
-// through a bounded queue (in): a full queue blocks the stream that sends,
-// which slows the watch rather than growing memory. Everything else
-// (SetTarget, SetAuth, RemoveTarget, Save, FindSave) is posted to a mailbox
-// (ctl) that never blocks, so a reconcile never waits on a busy worker; the
-// worker applies the mailbox, in order, before anything it takes from the
-// queue. Reporter calls and Done callbacks come from the worker goroutine
-// and must not block.
+// Ownership and blocking: every field of Worker but the queue (in) and the
+// mailbox (ctl) is owned by the goroutine in Run. Others talk to it two
+// ways. Changes and stream syncs go through the bounded queue: a full queue
+// blocks the stream that sends, which slows the watch rather than growing
+// memory. Everything else (SetTarget, SetAuth, RemoveTarget, Save, FindSave,
+// Close) is posted to the mailbox, which never blocks, so a reconcile never
+// waits on a busy worker; the worker applies the mailbox, in order, before
+// anything it takes from the queue. Each turn takes only what was queued
+// when it began, so a busy stream cannot hold off commits, pushes and saves.
+// Reporter calls and Done callbacks come from the worker goroutine and must
+// not block.
 //
 // After an error, nothing is forgotten: a window is dropped, and its save
 // ended, only once its commit exists; a failed commit or push is retried
