@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -60,4 +62,41 @@ func run(ctx context.Context, dir string, progress io.Writer, name string, args 
 	}
 	_, _ = progress.Write(stderr.Bytes())
 	return strings.TrimSpace(stdout.String()), nil
+}
+
+// Main is the TestMain of a package that tests on the control plane: it runs
+// prepare (nil for nothing), brings a control plane up with ForTests (reusing
+// the one named by the environment variable reuseVar, when set), hands it to
+// use, runs the tests, tears it down and exits.
+func Main(m *testing.M, name, reuseVar string, prepare func(ctx context.Context, root string) error, use func(*Env)) {
+	code, err := runMain(m, name, reuseVar, prepare, use)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func runMain(m *testing.M, name, reuseVar string, prepare func(ctx context.Context, root string) error, use func(*Env)) (int, error) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if prepare != nil {
+		if err := prepare(ctx, root); err != nil {
+			return 0, err
+		}
+	}
+	env, stop, err := ForTests(ctx, root, name, os.Getenv(reuseVar), os.Stdout)
+	if err != nil {
+		return 0, err
+	}
+	use(env)
+	code := m.Run()
+	if err := stop(); err != nil {
+		return 0, fmt.Errorf("stopping the control plane: %w", err)
+	}
+	return code, nil
 }

@@ -8,12 +8,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"reverser.dev/reverser/test/controlplane"
 )
@@ -24,34 +22,12 @@ var env *controlplane.Env
 const pluginPath = "_output/e2e/bin/kubectl-reverser"
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, pluginPath), "./cmd/kubectl-reverser"); err != nil {
-		return 0, fmt.Errorf("building kubectl-reverser: %w", err)
-	}
-	var stop func() error
-	env, stop, err = controlplane.ForTests(ctx, root, "e2e", os.Getenv("REVERSER_E2E_LOCAL_DIR"), os.Stdout)
-	if err != nil {
-		return 0, err
-	}
-	code := m.Run()
-	if err := stop(); err != nil {
-		return 0, fmt.Errorf("stopping the control plane: %w", err)
-	}
-	return code, nil
+	controlplane.Main(m, "e2e", "REVERSER_E2E_LOCAL_DIR", func(ctx context.Context, root string) error {
+		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, pluginPath), "./cmd/kubectl-reverser"); err != nil {
+			return fmt.Errorf("building kubectl-reverser: %w", err)
+		}
+		return nil
+	}, func(e *controlplane.Env) { env = e })
 }
 
 func output(ctx context.Context, dir, name string, args ...string) (string, error) {

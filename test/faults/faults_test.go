@@ -7,10 +7,8 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -30,31 +28,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "faults: %v\n", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var stop func() error
-	env, stop, err = controlplane.ForTests(ctx, root, "faults", os.Getenv("REVERSER_FAULTS_LOCAL_DIR"), os.Stdout)
-	if err != nil {
-		return 0, err
-	}
-	code := m.Run()
-	if err := stop(); err != nil {
-		return 0, fmt.Errorf("stopping the control plane: %w", err)
-	}
-	return code, nil
+	controlplane.Main(m, "faults", "REVERSER_FAULTS_LOCAL_DIR", nil, func(e *controlplane.Env) { env = e })
 }
 
 // result is one row of the table.
