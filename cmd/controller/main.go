@@ -47,7 +47,7 @@ type options struct {
 	auditMaxBody                                  int64
 	auditMaxFacts                                 int
 	auditTTL, grace                               time.Duration
-	commitRequestTTL, collect                     time.Duration
+	commitRequestTTL, collect, saveTimeout        time.Duration
 	secretNamespace                               string
 	auditMaxInFlight                              int
 }
@@ -79,6 +79,8 @@ func main() {
 		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
 	flag.DurationVar(&o.collect, "commit-request-collect-delay", 0,
 		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
+	flag.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
+		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
 	flag.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
 		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
 	flag.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
@@ -126,7 +128,7 @@ func run(ctx context.Context, o options) error {
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
-		Collect: o.collect, Savers: func(target string) (commitrequest.Saver, string, bool) {
+		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: func(target string) (commitrequest.Saver, string, bool) {
 			w, domain, ok := c.Saver(target)
 			if !ok {
 				return nil, "", false

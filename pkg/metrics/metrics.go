@@ -48,6 +48,12 @@ var (
 		Help:    "Time of one push to the remote.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 	})
+	// Recoveries counts a branch worker's pushes that succeeded after
+	// failures, by the first failure of the outage.
+	Recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_worker_recoveries_total",
+		Help: "Pushes that succeeded after failures, by the outage's first failure: fetch, commit, push, rejected (a foreign commit, replayed).",
+	}, []string{"after"})
 	// EditToPush times an edit from its watch event to the push carrying it.
 	EditToPush = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "reverser_edit_to_push_seconds",
@@ -91,8 +97,13 @@ var (
 	// CommitRequests counts finished CommitRequests by outcome.
 	CommitRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_commit_requests_total",
-		Help: "CommitRequests finished, by outcome: committed, no_window, nothing_to_commit, save_in_progress, git_target_not_found, not_allowed.",
+		Help: "CommitRequests finished, by outcome: committed, no_window, nothing_to_commit, save_in_progress, save_failed, git_target_not_found, not_allowed, author_unresolved.",
 	}, []string{"outcome"})
+	// SaveFailures counts saves that gave up, by the stage that held them.
+	SaveFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_save_failures_total",
+		Help: "Saves that were not on the remote by their deadline, by stage: commit (not committed), push (committed, not pushed).",
+	}, []string{"stage"})
 	// SaveSeconds times a CommitRequest from its creation to its outcome.
 	SaveSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "reverser_commit_request_duration_seconds",
@@ -102,8 +113,8 @@ var (
 )
 
 func init() {
-	Registry.MustRegister(CommitRequests, SaveSeconds)
+	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
-	Registry.MustRegister(WatchEvents, QueueDepth, Windows, Commits, Pushes, CommitSeconds, PushSeconds, EditToPush,
+	Registry.MustRegister(WatchEvents, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -254,4 +255,143 @@ func TestAForeignDeleteIsRepaired(t *testing.T) {
 	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml",
 		"clusters/dev/demo/configmaps/c.yaml"}, c.remoteFiles(), "Git equals the cluster again")
 	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+}
+
+// TestASaveGivesUpWhileItsCommitFails: a save whose window cannot be
+// committed ends SaveFailed at its GiveUpAt, naming the error; the window
+// stays and is committed, without the request's message, once the error
+// clears.
+func TestASaveGivesUpWhileItsCommitFails(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Window = Window{Silence: 30 * time.Second, MaxAge: time.Hour}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.change(tg, "a", "a: 1")
+	results := make(chan SaveResult, 1)
+	c.w.Save(c.ctx, SaveRequest{ID: "uid-1", Target: tg.Key, Author: committer, Message: "Keep me", Collect: time.Second,
+		Deadline: c.clock.Now().Add(5 * time.Second), GiveUpAt: c.clock.Now().Add(10 * time.Second),
+		Done: func(r SaveResult) { results <- r }})
+	c.settle()
+	broken := errors.New("no space left on device")
+	fail := true
+	c.w.do(c.ctx, func() {
+		c.w.commitErr = func() error {
+			if fail {
+				return broken
+			}
+			return nil
+		}
+	})
+	for range 9 {
+		c.step(time.Second)
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("the save ended before its GiveUpAt: %+v", r)
+	default:
+	}
+	c.step(time.Second)
+	select {
+	case r := <-results:
+		assert.Equal(t, SaveFailed, r.Outcome)
+		assert.Contains(t, r.Message, "no space left on device", "the message names what holds the save back")
+	default:
+		t.Fatal("the save did not give up at its GiveUpAt")
+	}
+
+	c.w.do(c.ctx, func() { fail = false })
+	c.step(30 * time.Second)
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "the change is not lost")
+	assert.NotContains(t, c.git(bare, "log", "-1", "--format=%B", "main"), RequestTrailer, "the request gave up: its message is not used")
+}
+
+// TestASaveGivesUpWhilePushesFail: a save committed but not pushed by its
+// GiveUpAt ends SaveFailed, naming the commit and the error; the commit is
+// pushed, once, when the server is back.
+func TestASaveGivesUpWhilePushesFail(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Window = Window{Silence: 30 * time.Second, MaxAge: time.Hour}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	fault := filepath.Join(filepath.Dir(bare), gitserver.FaultFile)
+	require.NoError(t, os.WriteFile(fault, []byte("500"), 0o644))
+	c.change(tg, "a", "a: 1")
+	results := make(chan SaveResult, 1)
+	c.w.Save(c.ctx, SaveRequest{ID: "uid-2", Target: tg.Key, Author: committer, Message: "Push me", Collect: time.Second,
+		Deadline: c.clock.Now().Add(5 * time.Second), GiveUpAt: c.clock.Now().Add(10 * time.Second),
+		Done: func(r SaveResult) { results <- r }})
+	c.settle()
+	c.step(time.Second) // committed; the push fails
+	require.GreaterOrEqual(t, c.rec.failureCount(), 1, "the push failed")
+	c.step(9 * time.Second)
+	select {
+	case r := <-results:
+		assert.Equal(t, SaveFailed, r.Outcome)
+		assert.Contains(t, r.Message, "not pushed")
+		assert.Contains(t, r.Message, "500", "the message names the push's error")
+	default:
+		t.Fatal("the save did not give up at its GiveUpAt")
+	}
+
+	require.NoError(t, os.Remove(fault))
+	c.step(30 * time.Second) // past any backoff
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "1", c.git(bare, "rev-list", "--count", "--grep", RequestTrailer+": uid-2", "main"),
+		"the saved commit is pushed once, with its trailer")
+	select {
+	case r := <-results:
+		t.Fatalf("a save that gave up ended a second time: %+v", r)
+	default:
+	}
+}
+
+// TestAReplayThatFailsGoesOn: a push refused by a foreign commit is replayed;
+// when a replayed commit fails, the refused commits after it are not
+// dropped: the next step goes on, and Git ends equal to the cluster with each
+// change by its author.
+func TestAReplayThatFailsGoesOn(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Authors = &authors{waiting: map[string]bool{}}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.changeBy(tg, "b", "alice", "b: 1")
+	c.step(tg.Window.Silence)
+	require.Len(t, c.remoteFiles(), 2)
+
+	work := filepath.Join(t.TempDir(), "w")
+	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
+	require.NoError(t, os.WriteFile(filepath.Join(work, "clusters/dev/demo/configmaps/b.yaml"), []byte("b: by hand\n"), 0o644))
+	c.git(work, "commit", "--quiet", "-am", "by hand")
+	c.git(work, "push", "--quiet", "origin", "HEAD:main")
+
+	calls := 0
+	c.w.do(c.ctx, func() {
+		c.w.commitErr = func() error {
+			calls++
+			if calls == 3 { // the first replayed commit
+				return errors.New("disk full")
+			}
+			return nil
+		}
+	})
+	c.changeBy(tg, "a", "alice", "a: 2")
+	c.changeBy(tg, "c", "bob", "c: 1")
+	c.step(tg.Window.Silence) // two commits, the push refused, the replay fails
+	require.Equal(t, 3, calls, "two commits and the failed replay")
+	c.step(30 * time.Second)  // the backoff: the replay goes on and is pushed
+	c.step(tg.Window.Silence) // the re-asserted b
+	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml",
+		"clusters/dev/demo/configmaps/c.yaml"}, c.remoteFiles())
+	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+	assert.Equal(t, "b: 1", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"), "the cluster's b is re-asserted")
+	assert.Equal(t, "c: 1", c.remoteShow("clusters/dev/demo/configmaps/c.yaml"))
+	authorsOf := func(p string) string {
+		return c.git(bare, "log", "-1", "--format=%an", "main", "--", "clusters/dev/demo/configmaps/"+p)
+	}
+	assert.Equal(t, "alice", authorsOf("a.yaml"))
+	assert.Equal(t, "bob", authorsOf("c.yaml"))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/metrics"
 )
 
 // Outcomes of a save.
@@ -16,6 +17,10 @@ const (
 	SaveNothingToCommit = "NothingToCommit"
 	SaveInProgress      = "SaveInProgress"
 	SaveTargetGone      = "GitTargetGone"
+	// SaveFailed: the save's commit was not made, or not pushed, by
+	// GiveUpAt. Its changes are not lost: the worker keeps committing and
+	// pushing them, without the request.
+	SaveFailed = "SaveFailed"
 )
 
 // RequestTrailer names the CommitRequest a commit saved, so a restarted
@@ -39,6 +44,10 @@ type SaveRequest struct {
 	Collect time.Duration
 	// Deadline ends the wait for a window: NoWindow.
 	Deadline time.Time
+	// GiveUpAt ends the save SaveFailed when its commit is not on the
+	// remote by then (a commit or push failing for a while); zero waits as
+	// long as it takes.
+	GiveUpAt time.Time
 	// Done hears the outcome, from the worker's goroutine; it must not block.
 	Done func(SaveResult)
 
@@ -112,6 +121,53 @@ func (w *Worker) noWindow(t *target, s *SaveRequest, why string) {
 	}
 	if err := w.commit(t.cfg.Key, s.Author, map[string][]byte{}, saveMessage(s, nil), w.clock.Now(), s); err != nil {
 		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: "the empty commit failed: " + err.Error()})
+	}
+}
+
+// expireSaves ends SaveFailed the saves whose commit is not on the remote by
+// their GiveUpAt, naming the error that holds them back. Their windows and
+// commits stay: the changes are committed and pushed without the request.
+func (w *Worker) expireSaves(now time.Time) {
+	due := func(s *SaveRequest) bool { return s != nil && !s.GiveUpAt.IsZero() && !now.Before(s.GiveUpAt) }
+	why := "no error was reported"
+	if w.lastErr != nil {
+		why = w.lastErr.Error()
+	}
+	for _, key := range w.sortedTargets() {
+		t := w.targets[key]
+		kept := t.saves[:0]
+		for _, s := range t.saves {
+			if !due(s) {
+				kept = append(kept, s)
+				continue
+			}
+			if win := t.windows[s.Author]; win != nil && win.save == s {
+				win.save = nil // closes on silence or max age, as any window
+			}
+			metrics.SaveFailures.WithLabelValues("commit").Inc()
+			w.endSave(s, SaveResult{Outcome: SaveFailed, Message: fmt.Sprintf(
+				"the save was not committed in time: %s; its changes stay open and are committed once that clears", why)})
+		}
+		clear(t.saves[len(kept):])
+		t.saves = kept
+	}
+	for _, list := range [][]unpushedCommit{w.unpushed, w.refused} {
+		w.expireCommitted(list, due, why)
+	}
+}
+
+// expireCommitted ends the due saves of commits made but not on the remote.
+func (w *Worker) expireCommitted(list []unpushedCommit, due func(*SaveRequest) bool, why string) {
+	for i := range list {
+		c := &list[i]
+		if !due(c.save) {
+			continue
+		}
+		metrics.SaveFailures.WithLabelValues("push").Inc()
+		w.endSave(c.save, SaveResult{Outcome: SaveFailed, Message: fmt.Sprintf(
+			"committed as %.7s but not pushed in time: %s; Reverser keeps pushing it, and its trailer %s: %s finds it once pushed",
+			c.sha, why, RequestTrailer, c.save.ID)})
+		c.save = nil
 	}
 }
 

@@ -94,15 +94,25 @@ type Worker struct {
 	// unpushed are the commits the remote has not taken yet: a rejected
 	// push replays them, authors and messages kept, on the remote's head.
 	unpushed []unpushedCommit
+	// refused are rejected commits not replayed yet, and reassert says the
+	// cluster's state is still to be re-asserted after a replay: a replay
+	// that fails goes on from there at the next step.
+	refused  []unpushedCommit
+	reassert bool
 	retryAt  time.Time
 	backoff  time.Duration
+	// lastErr is the last failure, until a push succeeds: a save that
+	// gives up names it. outage is the stage of the first one.
+	lastErr error
+	outage  string
 	// commitRetryAt holds local commits back after one failed.
 	commitRetryAt time.Time
 	// closing makes Run return once the mailbox is applied.
 	closing bool
 	// onStep, when set (by tests, from the worker's goroutine), runs after
-	// every step.
-	onStep func()
+	// every step; commitErr, when set, fails a commit with what it returns.
+	onStep    func()
+	commitErr func() error
 }
 
 type target struct {
@@ -435,17 +445,26 @@ func (w *Worker) drain() {
 
 func (w *Worker) step(ctx context.Context) {
 	now := w.clock.Now()
+	w.expireSaves(now) // before anything that may fail and return
 	if !w.ready {
 		if now.Before(w.retryAt) {
 			return
 		}
 		if err := w.reset(ctx); err != nil {
-			w.fail(err)
+			w.fail(stageFetch, err)
 			return
 		}
 	}
 	if now.Before(w.commitRetryAt) {
 		return // a local commit failed: try again after the backoff, not on every wake
+	}
+	if len(w.refused) > 0 || w.reassert {
+		// A replay that failed: the fetched head may have moved on since,
+		// which the next push finds out.
+		if err := w.replay(); err != nil {
+			w.failCommit(err)
+			return
+		}
 	}
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
@@ -504,6 +523,9 @@ func (w *Worker) nextWake() time.Duration {
 		}
 		for _, s := range t.saves {
 			consider(s.Deadline)
+			if !s.GiveUpAt.IsZero() {
+				consider(s.GiveUpAt)
+			}
 		}
 		if !t.retryAt.IsZero() {
 			consider(t.retryAt)
@@ -511,6 +533,11 @@ func (w *Worker) nextWake() time.Duration {
 	}
 	if !w.ready || w.head != w.pushed {
 		consider(w.retryAt)
+	}
+	for _, c := range slices.Concat(w.unpushed, w.refused) {
+		if c.save != nil && !c.save.GiveUpAt.IsZero() {
+			consider(c.save.GiveUpAt)
+		}
 	}
 	if now.Before(w.commitRetryAt) {
 		consider(w.commitRetryAt)
@@ -595,6 +622,11 @@ func commitMessage(base string, lines []string) string {
 func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, message string, seen time.Time,
 	save *SaveRequest) error {
 	start := w.clock.Now()
+	if w.commitErr != nil {
+		if err := w.commitErr(); err != nil {
+			return err
+		}
+	}
 	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: author, Committer: w.committer, Message: message, When: start})
 	if err != nil {
 		return err
@@ -630,21 +662,33 @@ func (w *Worker) push(ctx context.Context) {
 			}
 		}
 		w.unpushed = nil
-		w.pushed, w.backoff = w.head, 0
+		w.pushed, w.backoff, w.lastErr = w.head, 0, nil
+		if w.outage != "" {
+			metrics.Recoveries.WithLabelValues(w.outage).Inc()
+			w.outage = ""
+		}
 		w.reporter.Pushed(w.sortedTargets(), w.head.String(), now)
 	case errors.Is(err, gitrepo.ErrRejected):
 		metrics.Pushes.WithLabelValues("rejected").Inc()
 		klog.FromContext(ctx).Info("Remote branch moved; fetching and replaying the cluster's state")
+		if w.outage == "" {
+			w.outage = "rejected"
+		}
+		// What was replayed before and refused again goes first.
+		w.refused = append(w.unpushed, w.refused...)
+		// Not ready until fetched: replaying on the refused head would find
+		// nothing to do.
+		w.unpushed, w.reassert, w.ready = nil, true, false
 		if err := w.reset(ctx); err != nil {
-			w.fail(err)
+			w.fail(stageFetch, err)
 			return
 		}
 		if err := w.replay(); err != nil {
-			w.fail(err)
+			w.failCommit(err)
 		}
 	default:
 		metrics.Pushes.WithLabelValues("error").Inc()
-		w.fail(err)
+		w.fail(stagePush, err)
 	}
 }
 
@@ -668,15 +712,16 @@ func (w *Worker) reset(ctx context.Context) error {
 // replay rebuilds the refused commits on the fetched head, each with its
 // author and message, leaving out what the head already has; then every
 // target's state is re-asserted, by the committer, against whatever the
-// foreign commits changed.
+// foreign commits changed. A commit that fails leaves the rest in refused,
+// and the next step goes on from there.
 func (w *Worker) replay() error {
-	refused := w.unpushed
-	w.unpushed = nil
-	for _, c := range refused {
+	for len(w.refused) > 0 {
+		c := w.refused[0]
 		if _, ok := w.targets[c.target]; !ok {
 			if c.save != nil {
 				w.endSave(c.save, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored before its save was pushed"})
 			}
+			w.refused = w.refused[1:]
 			continue
 		}
 		changes := map[string][]byte{}
@@ -690,20 +735,25 @@ func (w *Worker) replay() error {
 			if c.save != nil {
 				w.endSave(c.save, SaveResult{Outcome: SaveNothingToCommit, Message: "a foreign commit already made the same changes"})
 			}
+			w.refused = w.refused[1:]
 			continue
 		}
 		if err := w.commit(c.target, c.author, changes, c.message, c.seen, c.save); err != nil {
-			return err
+			return fmt.Errorf("replaying a refused commit: %w", err)
 		}
+		w.refused = w.refused[1:]
 	}
-	now := w.clock.Now()
-	for _, key := range w.sortedTargets() {
-		t := w.targets[key]
-		for p, d := range t.desired {
-			if w.index[p] != gitrepo.BlobHash(d.content) {
-				w.touch(t, w.committer, p, d.desc, now)
+	if w.reassert {
+		now := w.clock.Now()
+		for _, key := range w.sortedTargets() {
+			t := w.targets[key]
+			for p, d := range t.desired {
+				if w.index[p] != gitrepo.BlobHash(d.content) {
+					w.touch(t, w.committer, p, d.desc, now)
+				}
 			}
 		}
+		w.reassert = false
 	}
 	return nil
 }
@@ -711,17 +761,30 @@ func (w *Worker) replay() error {
 // failCommit backs off after a local commit failed: windows wait until
 // then, with their saves, and are committed as they are on the next try.
 func (w *Worker) failCommit(err error) {
-	w.fail(err)
+	w.fail(stageCommit, err)
 	w.commitRetryAt = w.retryAt
 }
 
-func (w *Worker) fail(err error) {
+// Stages a failure happens in, for the recoveries metric.
+const (
+	stageFetch  = "fetch"
+	stageCommit = "commit"
+	stagePush   = "push"
+)
+
+// fail backs off after an error in stage; the next successful push counts
+// as a recovery from the outage's first failure.
+func (w *Worker) fail(stage string, err error) {
+	if w.outage == "" {
+		w.outage = stage
+	}
 	if w.backoff == 0 {
 		w.backoff = 500 * time.Millisecond
 	} else {
 		w.backoff = min(2*w.backoff, 30*time.Second)
 	}
 	w.retryAt = w.clock.Now().Add(w.backoff)
+	w.lastErr = err
 	w.reporter.Failed(w.sortedTargets(), err)
 }
 

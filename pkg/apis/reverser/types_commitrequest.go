@@ -115,8 +115,8 @@ type CommitRequestStatus struct {
 	// +optional
 	Author *Author `json:"author,omitempty"`
 	// conditions: Ready (Unknown Saving; True Committed, NoWindow or
-	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved
-	// or SaveInProgress) and Applied.
+	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved,
+	// SaveInProgress or SaveFailed) and Applied.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

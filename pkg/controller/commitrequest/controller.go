@@ -87,6 +87,9 @@ type Config struct {
 	// Collect keeps a saved window open this long after the save attaches,
 	// so the author's edits still waiting for their audit facts join it.
 	Collect time.Duration
+	// SaveTimeout is how long a save that found its window may take to be
+	// committed and pushed before it ends SaveFailed; zero waits forever.
+	SaveTimeout time.Duration
 }
 
 // ControlCluster completes cfg as the control-cluster front end: requests
@@ -378,6 +381,9 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 	if req.Deadline.Before(time.Now()) {
 		req.Deadline = time.Now() // resumed after a restart: what is open now counts
 	}
+	if c.cfg.SaveTimeout > 0 {
+		req.GiveUpAt = req.Deadline.Add(req.Collect + c.cfg.SaveTimeout)
+	}
 	// A claimed request may have been saved by a process that stopped before
 	// reporting it: the commit's trailer tells. Never save twice.
 	saver.FindSave(ctx, req.ID, func(sha string, err error) {
@@ -437,6 +443,8 @@ func fromResult(r worker.SaveResult, gt *v1.GitTarget) outcome {
 		return outcome{reason: v1.ReasonNothingToCommit, ok: true, message: "Nothing to commit: " + r.Message + "."}
 	case worker.SaveInProgress:
 		return outcome{reason: v1.ReasonSaveInProgress, message: strings.ToUpper(r.Message[:1]) + r.Message[1:] + "."}
+	case worker.SaveFailed:
+		return outcome{reason: v1.ReasonSaveFailed, message: "Not saved: " + r.Message + "."}
 	default:
 		return outcome{reason: v1.ReasonNoWindow, ok: true, message: "No window to save: " + r.Message + "."}
 	}

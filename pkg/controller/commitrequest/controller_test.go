@@ -14,7 +14,7 @@ func TestOutcomeLabels(t *testing.T) {
 	for reason, want := range map[string]string{
 		v1.ReasonCommitted: "committed", v1.ReasonNoWindow: "no_window", v1.ReasonNothingToCommit: "nothing_to_commit",
 		v1.ReasonSaveInProgress: "save_in_progress", v1.ReasonGitTargetNotFound: "git_target_not_found", v1.ReasonNotAllowed: "not_allowed",
-		v1.ReasonAuthorUnresolved: "author_unresolved",
+		v1.ReasonAuthorUnresolved: "author_unresolved", v1.ReasonSaveFailed: "save_failed",
 	} {
 		assert.Equal(t, want, snake(reason))
 	}
@@ -36,6 +36,10 @@ func TestFromResult(t *testing.T) {
 	assert.False(t, o.ok)
 	assert.Equal(t, "Another save is waiting.", o.message)
 	assert.True(t, fromResult(worker.SaveResult{Outcome: worker.SaveTargetGone, Message: "gone"}, gt).ok, "NoWindow is benign")
+
+	o = fromResult(worker.SaveResult{Outcome: worker.SaveFailed, Message: "committed as abc1234 but not pushed in time: 500"}, gt)
+	assert.Equal(t, outcome{reason: v1.ReasonSaveFailed, message: "Not saved: committed as abc1234 but not pushed in time: 500."}, o,
+		"a save that gave up is a failure, and says why")
 }
 
 func TestControlClusterFrontEnd(t *testing.T) {

@@ -17,6 +17,9 @@ const (
 	ReasonNotAllowed        = "NotAllowed"
 	ReasonAuthorUnresolved  = "AuthorUnresolved"
 	ReasonSaveInProgress    = "SaveInProgress"
+	// ReasonSaveFailed: the save's commit was not made, or not pushed,
+	// within the controller's --save-timeout; the changes are not lost.
+	ReasonSaveFailed = "SaveFailed"
 )
 
 // Reasons of a CommitRequest's Applied condition.
@@ -147,8 +150,8 @@ type CommitRequestStatus struct {
 	// +optional
 	Author *Author `json:"author,omitempty"`
 	// conditions: Ready (Unknown Saving; True Committed, NoWindow or
-	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved
-	// or SaveInProgress) and Applied.
+	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved,
+	// SaveInProgress or SaveFailed) and Applied.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
