@@ -16,6 +16,11 @@ var (
 		Name: "reverser_watch_events_total",
 		Help: "Watch events received, by outcome: mirrored, unchanged, cluster_generated, secret_skipped, invalid, deleted.",
 	}, []string{"outcome"})
+	// WatchErrors counts failed watches, which the informers retry.
+	WatchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_watch_errors_total",
+		Help: "Watches that failed and were retried, by reason: expired (410: the informer lists again), forbidden, unreachable, other.",
+	}, []string{"reason"})
 	// QueueDepth is how many changes wait for branch workers.
 	QueueDepth = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "reverser_worker_queue_depth",
@@ -115,6 +120,6 @@ var (
 func init() {
 	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
-	Registry.MustRegister(WatchEvents, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
+	Registry.MustRegister(WatchEvents, WatchErrors, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

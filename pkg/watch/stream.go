@@ -2,17 +2,22 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -100,8 +105,11 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 	if ns == "*" {
 		ns = metav1.NamespaceAll
 	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(client, scope.GVR, ns, 0, cache.Indexers{}, nil).Informer()
+	inf := newInformer(client, scope.GVR, ns)
+	// Lists and watches that fail to start come here; errors inside a
+	// watch (410 Expired) are counted by newInformer.
 	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		metrics.WatchErrors.WithLabelValues(watchErrorReason(err)).Inc()
 		s.setErr(err)
 		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "scope", scope.String(), "err", err)
 	})
@@ -186,6 +194,48 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		<-ctx.Done()
 	}()
 	return s
+}
+
+// newInformer informs on gvr in ns (all namespaces: ""), as
+// dynamicinformer's does, and counts the errors that end a watch: the
+// reflector lists again after them without telling its error handler.
+func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns string) cache.SharedIndexInformer {
+	res := client.Resource(gvr).Namespace(ns)
+	count := func(w watch.Interface, err error) (watch.Interface, error) {
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Type == watch.Error {
+				metrics.WatchErrors.WithLabelValues(watchErrorReason(apierrors.FromObject(e.Object))).Inc()
+			}
+			return e, true
+		}), nil
+	}
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) { return res.List(context.Background(), o) },
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			return count(res.Watch(context.Background(), o))
+		},
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return count(res.Watch(ctx, o)) },
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
+}
+
+// watchErrorReason sorts a watch error for the watch errors metric.
+func watchErrorReason(err error) string {
+	switch {
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		return "expired"
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return "forbidden"
+	case utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) || errors.Is(err, io.EOF) ||
+		errors.Is(err, context.DeadlineExceeded):
+		return "unreachable"
+	}
+	return "other"
 }
 
 func describe(u *unstructured.Unstructured) string {

@@ -2,18 +2,26 @@ package watch
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	watchapi "k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"reverser.dev/reverser/pkg/metrics"
 )
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -158,4 +166,51 @@ func TestStopWaitsForHandlers(t *testing.T) {
 	now, _ := sink.calls()
 	assert.Equal(t, n, now, "sink called after Stop returned")
 	assert.False(t, s.Synced())
+}
+
+func TestWatchErrorReason(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	for err, want := range map[error]string{
+		apierrors.NewResourceExpired("too old resource version: 5 (9)"): "expired",
+		apierrors.NewGone("gone"):                        "expired",
+		apierrors.NewForbidden(gr, "", errors.New("no")): "forbidden",
+		io.EOF:                       "unreachable",
+		errors.New("something else"): "other",
+	} {
+		assert.Equal(t, want, watchErrorReason(err), "%v", err)
+	}
+}
+
+// TestExpiredWatchesAreCounted: a watch that ends with 410 Expired, which the
+// reflector handles by listing again without telling its error handler, is
+// counted as expired.
+func TestExpiredWatchesAreCounted(t *testing.T) {
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{configMaps: "ConfigMapList"}, configMap("demo", "a"))
+	expired := false
+	var mu sync.Mutex
+	client.PrependWatchReactor("configmaps", func(clienttesting.Action) (bool, watchapi.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if expired {
+			return false, nil, nil // the watches after the first are served as usual
+		}
+		expired = true
+		w := watchapi.NewFake()
+		go w.Error(&apierrors.NewResourceExpired("too old resource version: 1 (5)").ErrStatus)
+		return true, w, nil
+	})
+	before := testutil.ToFloat64(metrics.WatchErrors.WithLabelValues("expired"))
+	s := StartStream(t.Context(), client, "key", "base", Scope{GVR: configMaps, Namespace: "demo"}, newBlockingSinkReleased())
+	defer s.Stop()
+	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return testutil.ToFloat64(metrics.WatchErrors.WithLabelValues("expired")) > before, nil
+	}), "the expired watch was not counted")
+}
+
+// newBlockingSinkReleased is a sink that records and never blocks.
+func newBlockingSinkReleased() *blockingSink {
+	s := newBlockingSink()
+	close(s.release)
+	return s
 }

@@ -758,10 +758,17 @@ func (w *Worker) replay() error {
 	return nil
 }
 
+// LocalError is a failure of the local repository (a commit that could not
+// be written: the data directory full or broken), not of the remote.
+type LocalError struct{ Err error }
+
+func (e *LocalError) Error() string { return e.Err.Error() }
+func (e *LocalError) Unwrap() error { return e.Err }
+
 // failCommit backs off after a local commit failed: windows wait until
 // then, with their saves, and are committed as they are on the next try.
 func (w *Worker) failCommit(err error) {
-	w.fail(stageCommit, err)
+	w.fail(stageCommit, &LocalError{Err: err})
 	w.commitRetryAt = w.retryAt
 }
 

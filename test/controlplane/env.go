@@ -33,6 +33,11 @@ type Env struct {
 	AuditWebhookURL   string `env:"AUDIT_WEBHOOK_URL"`
 	// The etcd of kube-apiserver. Not named ETCD_*: etcd reads those as flags.
 	KubeEtcdURL string `env:"KUBE_ETCD_URL"`
+	// BlackholeControl, with Options.ControllerBlackhole, is the file that
+	// stalls the controller's connections to kube-apiserver.
+	BlackholeControl string `env:"REVERSER_BLACKHOLE_CONTROL"`
+	// ControllerDataDir is reverser-controller's --data-dir.
+	ControllerDataDir string `env:"REVERSER_CONTROLLER_DATA_DIR"`
 }
 
 func (e *Env) write() error {

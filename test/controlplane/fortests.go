@@ -17,7 +17,8 @@ import (
 // reuseDir when it is set (e.g. after `make up`), or a new one in
 // <root>/_output/<name>/local, built from this checkout, which stop tears
 // down. root is the repository.
-func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writer) (env *Env, stop func() error, err error) {
+func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writer, opts ...func(*Options)) (env *Env, stop func() error,
+	err error) {
 	if reuseDir != "" {
 		if !filepath.IsAbs(reuseDir) {
 			reuseDir = filepath.Join(root, reuseDir) // relative to the repository, as make passes it
@@ -36,13 +37,18 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 	bin := filepath.Join(root, "_output", name, "bin")
 	for binary, pkg := range map[string]string{
 		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
+		"reverser-blackhole": "./hack/blackhole",
 	} {
 		if _, err := run(ctx, root, progress, "go", "build", "-o", filepath.Join(bin, binary), pkg); err != nil {
 			return nil, nil, fmt.Errorf("building %s: %w", binary, err)
 		}
 	}
 	start := time.Now()
-	env, err = Up(ctx, Options{Dir: filepath.Join(root, "_output", name, "local"), ControlPlaneBin: cpBin, ReverserBin: bin, Progress: progress})
+	o := Options{Dir: filepath.Join(root, "_output", name, "local"), ControlPlaneBin: cpBin, ReverserBin: bin, Progress: progress}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	env, err = Up(ctx, o)
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the control plane: %w", err)
 	}
@@ -68,8 +74,8 @@ func run(ctx context.Context, dir string, progress io.Writer, name string, args 
 // prepare (nil for nothing), brings a control plane up with ForTests (reusing
 // the one named by the environment variable reuseVar, when set), hands it to
 // use, runs the tests, tears it down and exits.
-func Main(m *testing.M, name, reuseVar string, prepare func(ctx context.Context, root string) error, use func(*Env)) {
-	code, err := runMain(m, name, reuseVar, prepare, use)
+func Main(m *testing.M, name, reuseVar string, prepare func(ctx context.Context, root string) error, use func(*Env), opts ...func(*Options)) {
+	code, err := runMain(m, name, reuseVar, prepare, use, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
@@ -77,7 +83,8 @@ func Main(m *testing.M, name, reuseVar string, prepare func(ctx context.Context,
 	os.Exit(code)
 }
 
-func runMain(m *testing.M, name, reuseVar string, prepare func(ctx context.Context, root string) error, use func(*Env)) (int, error) {
+func runMain(m *testing.M, name, reuseVar string, prepare func(ctx context.Context, root string) error, use func(*Env),
+	opts []func(*Options)) (int, error) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		return 0, err
@@ -89,7 +96,7 @@ func runMain(m *testing.M, name, reuseVar string, prepare func(ctx context.Conte
 			return 0, err
 		}
 	}
-	env, stop, err := ForTests(ctx, root, name, os.Getenv(reuseVar), os.Stdout)
+	env, stop, err := ForTests(ctx, root, name, os.Getenv(reuseVar), os.Stdout, opts...)
 	if err != nil {
 		return 0, err
 	}

@@ -40,6 +40,14 @@ type Options struct {
 	ReverserBin string
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// ControllerBlackhole puts reverser-blackhole (from ReverserBin) between
+	// reverser-controller and kube-apiserver, so that a test can stall the
+	// controller's connections by writing Env.BlackholeControl.
+	ControllerBlackhole bool
+	// ControllerDataTmpfs, when set (a size such as "64m"), mounts a tmpfs
+	// of that size as the controller's data directory, so that a test can
+	// fill it: it needs root. Env.ControllerDataDir says where it is.
+	ControllerDataTmpfs string
 }
 
 // Users of the local cluster. alice and bob are in group devs; only alice
@@ -59,7 +67,7 @@ const (
 )
 
 type ports struct {
-	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health int
+	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole int
 }
 
 // Up starts the control plane and returns where it is. On error, whatever
@@ -122,9 +130,14 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		AuditWebhookURL:   fmt.Sprintf("https://127.0.0.1:%d%s", p.audit, AuditRoute),
 		KubeEtcdURL:       fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient),
 	}
+	controllerKubeURL := env.KubeAPIServerURL
+	if o.ControllerBlackhole {
+		env.BlackholeControl = filepath.Join(dir, "blackhole")
+		controllerKubeURL = fmt.Sprintf("https://127.0.0.1:%d", p.blackhole)
+	}
 
 	step("certificates and credentials")
-	files, err := writeConfig(env)
+	files, err := writeConfig(env, controllerKubeURL)
 	if err != nil {
 		return nil, err
 	}
@@ -218,9 +231,29 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		return nil, err
 	}
 
+	env.ControllerDataDir = filepath.Join(dir, "controller")
+	if o.ControllerDataTmpfs != "" {
+		step("a tmpfs of %s as the controller's data directory", o.ControllerDataTmpfs)
+		if err := mountTmpfs(env.ControllerDataDir, o.ControllerDataTmpfs); err != nil {
+			return nil, err
+		}
+	}
+	if o.ControllerBlackhole {
+		step("reverser-blackhole between reverser-controller and kube-apiserver, control file %s", env.BlackholeControl)
+		check, err = startProcess(dir, env.LogDir, "blackhole", filepath.Join(o.ReverserBin, "reverser-blackhole"),
+			fmt.Sprintf("--listen=127.0.0.1:%d", p.blackhole), fmt.Sprintf("--upstream=127.0.0.1:%d", p.kubeAPI),
+			"--control="+env.BlackholeControl)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitTCP(ctx, check, fmt.Sprintf("127.0.0.1:%d", p.blackhole)); err != nil {
+			return nil, err
+		}
+	}
+
 	step("reverser-controller, metrics on %s", env.MetricsURL)
 	check, err = startProcess(dir, env.LogDir, "reverser-controller", filepath.Join(o.ReverserBin, "reverser-controller"),
-		"--kubeconfig="+env.KubeconfigCtrl, "--data-dir="+filepath.Join(dir, "controller"),
+		"--kubeconfig="+env.KubeconfigCtrl, "--data-dir="+env.ControllerDataDir,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
 		fmt.Sprintf("--audit-bind-address=127.0.0.1:%d", p.audit),
 		"--audit-tls-cert-file="+files.controllerServing+".crt", "--audit-tls-private-key-file="+files.controllerServing+".key",
@@ -247,7 +280,33 @@ func Down(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "pids")); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	return stopProcesses(dir)
+	if err := stopProcesses(dir); err != nil {
+		return err
+	}
+	return unmountTmpfs(filepath.Join(dir, "controller"))
+}
+
+// tmpfsMarker, beside a mounted folder, says that Down unmounts it.
+const tmpfsMarker = ".tmpfs"
+
+func mountTmpfs(dir, size string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mounting a tmpfs on %s (this needs root): %w: %s", dir, err, out)
+	}
+	return os.WriteFile(dir+tmpfsMarker, nil, 0o644)
+}
+
+func unmountTmpfs(dir string) error {
+	if _, err := os.Stat(dir + tmpfsMarker); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("unmounting %s: %w: %s", dir, err, out)
+	}
+	return os.Remove(dir + tmpfsMarker)
 }
 
 // WaitAPIServiceAvailable waits until kube-apiserver reports the APIService
@@ -289,7 +348,7 @@ type configFiles struct {
 }
 
 // writeConfig writes certificates, tokens, kubeconfigs and audit settings.
-func writeConfig(env *Env) (*configFiles, error) {
+func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 	pkiDir := filepath.Join(env.Dir, "pki")
 	cfgDir := filepath.Join(env.Dir, "config")
 	f := &configFiles{
@@ -347,18 +406,18 @@ func writeConfig(env *Env) (*configFiles, error) {
 	}
 
 	// Static tokens: token,user,uid,"groups".
-	users := []struct{ name, uid, groups, kubeconfig string }{
-		{UserAdmin, "uid-admin", "system:masters", env.KubeconfigAdmin},
-		{UserAlice, "uid-alice", GroupDevs, env.KubeconfigAlice},
-		{UserBob, "uid-bob", GroupDevs, env.KubeconfigBob},
-		{"reverser-apiserver", "uid-reverser-apiserver", "", env.KubeconfigServer},
-		{"reverser-controller", "uid-reverser-controller", "", env.KubeconfigCtrl},
+	users := []struct{ name, uid, groups, kubeconfig, server string }{
+		{UserAdmin, "uid-admin", "system:masters", env.KubeconfigAdmin, env.KubeAPIServerURL},
+		{UserAlice, "uid-alice", GroupDevs, env.KubeconfigAlice, env.KubeAPIServerURL},
+		{UserBob, "uid-bob", GroupDevs, env.KubeconfigBob, env.KubeAPIServerURL},
+		{"reverser-apiserver", "uid-reverser-apiserver", "", env.KubeconfigServer, env.KubeAPIServerURL},
+		{"reverser-controller", "uid-reverser-controller", "", env.KubeconfigCtrl, controllerKubeURL},
 	}
 	var csv strings.Builder
 	for _, u := range users {
 		token := randomToken()
 		fmt.Fprintf(&csv, "%s,%s,%s,%q\n", token, u.name, u.uid, u.groups)
-		if err := pki.WriteKubeconfig(u.kubeconfig, env.KubeAPIServerURL, kubeCA.CertPEM, pki.Credentials{Token: token}); err != nil {
+		if err := pki.WriteKubeconfig(u.kubeconfig, u.server, kubeCA.CertPEM, pki.Credentials{Token: token}); err != nil {
 			return nil, err
 		}
 	}
@@ -446,7 +505,7 @@ func freePorts() (ports, error) {
 		return l.Addr().(*net.TCPAddr).Port, nil
 	}
 	var p ports
-	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health} {
+	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole} {
 		n, err := next()
 		if err != nil {
 			return p, fmt.Errorf("finding a free port: %w", err)
@@ -454,6 +513,21 @@ func freePorts() (ports, error) {
 		*dst = n
 	}
 	return p, nil
+}
+
+// waitTCP polls addr until it accepts a connection, for at most 30 seconds.
+func waitTCP(ctx context.Context, running func() error, addr string) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		if err := running(); err != nil {
+			return false, err
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false, nil
+		}
+		_ = c.Close()
+		return true, nil
+	})
 }
 
 // waitHTTP polls url until it answers with a status below 500 (or exactly

@@ -1,7 +1,10 @@
 package faults
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"reverser.dev/reverser/test/blackhole"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 )
@@ -29,6 +35,10 @@ type fault struct {
 	// private mirrors into a repository that needs the credentials of the
 	// Secret git-credentials.
 	private bool
+	// recovered, when set, is a metric of the controller (a series, or a
+	// name whose series are summed) that must grow from before the fault to
+	// the end of the run: the controller counted its recovery.
+	recovered string
 }
 
 func faults() []fault {
@@ -36,6 +46,19 @@ func faults() []fault {
 		{name: "none", inject: func(*testing.T, *mirror) {}},
 		{name: "controller killed (SIGKILL) mid-burst", inject: func(t *testing.T, _ *mirror) {
 			must(t, controlplane.Kill(env, "reverser-controller"))
+			must(t, controlplane.Restart(env, "reverser-controller"))
+		}},
+		{name: "controller killed (SIGKILL) mid-push", inject: func(t *testing.T, m *mirror) {
+			// The Git server holds the next push before receiving it; the
+			// controller dies while it waits for the answer.
+			fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
+			must(t, os.WriteFile(fault, []byte(gitserver.HoldPushes), 0o644))
+			m.poll(time.Minute, "a push held by the Git server", func() (bool, error) {
+				_, err := os.Stat(filepath.Join(env.GitRoot, gitserver.HeldFile))
+				return err == nil, nil
+			})
+			must(t, controlplane.Kill(env, "reverser-controller"))
+			must(t, os.Remove(fault))
 			must(t, controlplane.Restart(env, "reverser-controller"))
 		}},
 		{name: "reverser-apiserver restarted", inject: func(t *testing.T, _ *mirror) {
@@ -46,7 +69,37 @@ func faults() []fault {
 		}},
 		{name: "kube-apiserver restarted", inject: func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "kube-apiserver")) }},
 		{name: "etcd restarted", inject: func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "etcd")) }},
-		{name: "Git server unreachable", inject: func(t *testing.T, m *mirror) {
+		{name: "watch expired (410)", recovered: `reverser_watch_errors_total{reason="expired"}`, inject: func(t *testing.T, m *mirror) {
+			// The controller is cut off, its connections refused, while
+			// kube-apiserver restarts on an etcd whose revision moved on and
+			// was compacted: every watch the controller resumes afterwards is
+			// too old for the new watch cache, and its informers list again.
+			needBlackhole(t)
+			must(t, os.WriteFile(env.BlackholeControl, []byte(blackhole.Refuse), 0o644))
+			defer func() { must(t, os.RemoveAll(env.BlackholeControl)) }()
+			must(t, controlplane.Kill(env, "kube-apiserver"))
+			rev := etcdPut(t, "/reverser-faults/bump", time.Now().String())
+			etcdCompact(t, rev)
+			must(t, controlplane.Restart(env, "kube-apiserver"))
+			m.poll(2*time.Minute, "kube-apiserver ready again", func() (bool, error) {
+				_, err := m.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+				return err == nil, nil
+			})
+		}},
+		{name: "controller's connections silently stalled", recovered: "reverser_watch_errors_total", inject: func(t *testing.T, m *mirror) {
+			// Nothing passes between the controller and kube-apiserver, and
+			// nothing is reset either: the controller must notice on its own.
+			// Once it has, new connections pass again; the stalled ones never
+			// do.
+			needBlackhole(t)
+			before := metric(t, "reverser_watch_errors_total")
+			must(t, os.WriteFile(env.BlackholeControl, []byte(blackhole.Stall), 0o644))
+			defer func() { must(t, os.Remove(env.BlackholeControl)) }()
+			m.poll(3*time.Minute, "the controller noticing its stalled watches", func() (bool, error) {
+				return metric(t, "reverser_watch_errors_total") > before, nil
+			})
+		}},
+		{name: "Git server unreachable", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
 			before := metric(t, `reverser_pushes_total{result="error"}`)
 			must(t, controlplane.Kill(env, "git-server"))
 			defer func() { must(t, controlplane.Restart(env, "git-server")) }()
@@ -56,8 +109,9 @@ func faults() []fault {
 			m.poll(3*time.Minute, "pushes failing against the unreachable server", func() (bool, error) {
 				return metric(t, `reverser_pushes_total{result="error"}`) >= before+2 && !time.Now().Before(until), nil
 			})
+			m.pollCondition("GitReachable", "False", "GitUnreachable", "connection refused")
 		}},
-		{name: "Git server answering 500", inject: func(t *testing.T, m *mirror) {
+		{name: "Git server answering 500", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
 			before := metric(t, `reverser_pushes_total{result="error"}`)
 			fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
 			must(t, os.WriteFile(fault, []byte("500"), 0o644))
@@ -65,6 +119,7 @@ func faults() []fault {
 			m.poll(3*time.Minute, "pushes failing against the broken server", func() (bool, error) {
 				return metric(t, `reverser_pushes_total{result="error"}`) >= before+2, nil
 			})
+			m.pollCondition("GitReachable", "False", "GitUnreachable", "500")
 		}},
 		{name: "credential Secret rotated mid-burst", private: true, inject: func(t *testing.T, m *mirror) {
 			// The new password is let in, the Secret rotated, and the old
@@ -78,23 +133,39 @@ func faults() []fault {
 			}
 			m.setCredential(t, m.ns, "second", "first")
 		}},
-		{name: "foreign commit edits a document", inject: func(t *testing.T, m *mirror) {
+		{name: "controller's data dir full", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
+			if _, err := os.Stat(env.ControllerDataDir + ".tmpfs"); err != nil {
+				t.Fatal("the controller's data dir of this control plane is not a tmpfs the suite may fill: let the fault suite start its own (unset REVERSER_FAULTS_LOCAL_DIR)")
+			}
+			ballast := filepath.Join(env.ControllerDataDir, "ballast")
+			fill(t, ballast)
+			defer func() { must(t, os.Remove(ballast)) }()
+			m.pollCondition("Ready", "False", "CommitFailed", "no space left on device")
+		}},
+		{name: "foreign commit edits a document", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
 			m.foreignCommit(t, "edit", func(work string, docs []string) {
 				must(t, os.WriteFile(filepath.Join(work, docs[0]), []byte("edited: by hand\n"), 0o644))
 			})
 		}},
-		{name: "foreign commit deletes documents", inject: func(t *testing.T, m *mirror) {
+		{name: "foreign commit deletes documents", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
 			m.foreignCommit(t, "delete", func(work string, docs []string) {
 				for _, d := range docs[:min(3, len(docs))] {
 					must(t, os.Remove(filepath.Join(work, d)))
 				}
 			})
 		}},
-		{name: "foreign commit deletes the folder", inject: func(t *testing.T, m *mirror) {
+		{name: "foreign commit deletes the folder", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
 			m.foreignCommit(t, "delete the folder", func(work string, _ []string) {
 				must(t, os.RemoveAll(filepath.Join(work, folder)))
 			})
 		}},
+	}
+}
+
+func needBlackhole(t *testing.T) {
+	t.Helper()
+	if env.BlackholeControl == "" {
+		t.Fatal("this control plane has no black hole before the controller: let the fault suite start its own (unset REVERSER_FAULTS_LOCAL_DIR)")
 	}
 }
 
@@ -130,6 +201,10 @@ func runFault(t *testing.T, f fault) result {
 	}()
 	// A third of the changes before the fault, the rest after it is over.
 	m.poll(time.Minute, "the burst under way", func() (bool, error) { return made.len() >= ops/3, nil })
+	var before float64
+	if f.recovered != "" {
+		before = metric(t, f.recovered)
+	}
 	f.inject(t, m)
 	after := made.len()
 	m.poll(3*time.Minute, "the burst going on after the fault", func() (bool, error) { return made.len() >= after+2*ops/3, nil })
@@ -151,6 +226,11 @@ func runFault(t *testing.T, f fault) result {
 	r.recovery = time.Since(ended)
 	if err != nil {
 		r.lost, r.lostPaths = max(len(lost), 1), lost
+	}
+	if f.recovered != "" {
+		if after := metric(t, f.recovered); after <= before {
+			t.Errorf("%s stayed at %v: the controller did not count its recovery", f.recovered, after)
+		}
 	}
 	var dups, wrong []string
 	r.commits, r.byPeople, dups, wrong = m.check(base)
@@ -212,8 +292,8 @@ func gitErr(dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// metric reads one sample from the controller's /metrics; 0 when absent or
-// while the controller is down.
+// metric reads one series from the controller's /metrics, or, given a bare
+// name, the sum of its series; 0 when absent or while the controller is down.
 func metric(t *testing.T, series string) float64 {
 	t.Helper()
 	resp, err := http.Get(env.MetricsURL)
@@ -225,13 +305,71 @@ func metric(t *testing.T, series string) float64 {
 	if err != nil {
 		return 0
 	}
+	var sum float64
 	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			var v float64
-			if _, err := fmt.Sscan(rest, &v); err == nil {
-				return v
-			}
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || (name != series && (strings.Contains(series, "{") || !strings.HasPrefix(name, series+"{"))) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(value, &v); err == nil {
+			sum += v
 		}
 	}
-	return 0
+	return sum
+}
+
+// fill writes file until the disk it is on is full.
+func fill(t *testing.T, file string) {
+	t.Helper()
+	f, err := os.Create(file)
+	must(t, err)
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// etcdPut writes a key to kube-apiserver's etcd through its JSON gateway and
+// returns the revision it made.
+func etcdPut(t *testing.T, key, value string) int64 {
+	t.Helper()
+	var resp struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	etcdCall(t, "/v3/kv/put", map[string]any{"key": []byte(key), "value": []byte(value)}, &resp)
+	rev, err := strconv.ParseInt(resp.Header.Revision, 10, 64)
+	must(t, err)
+	return rev
+}
+
+// etcdCompact compacts etcd's history up to rev.
+func etcdCompact(t *testing.T, rev int64) {
+	t.Helper()
+	etcdCall(t, "/v3/kv/compaction", map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true}, nil)
+}
+
+func etcdCall(t *testing.T, path string, req any, resp any) {
+	t.Helper()
+	body, err := json.Marshal(req)
+	must(t, err)
+	r, err := http.Post(env.KubeEtcdURL+path, "application/json", bytes.NewReader(body))
+	must(t, err)
+	defer r.Body.Close()
+	data, err := io.ReadAll(r.Body)
+	must(t, err)
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("etcd %s: %s: %s", path, r.Status, data)
+	}
+	if resp != nil {
+		must(t, json.Unmarshal(data, resp))
+	}
 }

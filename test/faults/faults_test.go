@@ -28,7 +28,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	controlplane.Main(m, "faults", "REVERSER_FAULTS_LOCAL_DIR", nil, func(e *controlplane.Env) { env = e })
+	controlplane.Main(m, "faults", "REVERSER_FAULTS_LOCAL_DIR", nil, func(e *controlplane.Env) { env = e },
+		func(o *controlplane.Options) { o.ControllerBlackhole, o.ControllerDataTmpfs = true, "256m" })
 }
 
 // result is one row of the table.

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -153,6 +154,31 @@ func (m *mirror) kubectlOut(stdin string, args ...string) (string, error) {
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// pollCondition waits until the GitTarget's condition typ has status and
+// reason and its message names what is wrong: status tells the truth during
+// a fault.
+func (m *mirror) pollCondition(typ, status, reason, inMessage string) {
+	m.t.Helper()
+	var last string
+	m.poll(2*time.Minute, fmt.Sprintf("GitTarget condition %s=%s %s naming %q", typ, status, reason, inMessage), func() (bool, error) {
+		out, err := m.kubectlOut("", "get", "gittarget", "-n", m.ns, "site", "-o",
+			fmt.Sprintf(`jsonpath={.status.conditions[?(@.type==%q)]}`, typ))
+		if err != nil {
+			return false, err
+		}
+		var c metav1.Condition
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			return false, fmt.Errorf("%w: %s", err, out)
+		}
+		last = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+		ok := string(c.Status) == status && c.Reason == reason && strings.Contains(c.Message, inMessage)
+		if !ok {
+			return false, fmt.Errorf("the condition says %s", last)
+		}
+		return true, nil
+	})
 }
 
 // poll waits for cond with a deadline.

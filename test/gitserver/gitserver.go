@@ -5,6 +5,7 @@ package gitserver
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/cgi"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PathPrefix is where repositories are served: http://host:port/git/<name>.git.
@@ -28,8 +30,14 @@ const CredentialsFile = ".credentials"
 
 // FaultFile, when <root>/.fault holds an HTTP status code, makes the server
 // answer every request with that status, as a broken Git host would, until
-// it is removed. The fault suite writes it.
-const FaultFile = ".fault"
+// it is removed. The fault suite writes it. When it holds HoldPushes, a push
+// is held before it is received, with HeldFile present, until FaultFile says
+// otherwise: the fault suite kills the pusher meanwhile.
+const (
+	FaultFile  = ".fault"
+	HoldPushes = "hold-pushes"
+	HeldFile   = ".held"
+)
 
 // Handler serves the bare repositories under root.
 func Handler(root string) (http.Handler, error) {
@@ -54,15 +62,36 @@ func Handler(root string) (http.Handler, error) {
 		}
 		private.ServeHTTP(w, r)
 	}))
+	fault := func() string {
+		data, _ := os.ReadFile(filepath.Join(root, FaultFile))
+		return strings.TrimSpace(string(data))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if data, err := os.ReadFile(filepath.Join(root, FaultFile)); err == nil {
-			if code, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && code >= 400 {
-				http.Error(w, "injected fault", code)
-				return
-			}
+		f := fault()
+		if code, err := strconv.Atoi(f); err == nil && code >= 400 {
+			http.Error(w, "injected fault", code)
+			return
+		}
+		if f == HoldPushes && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			hold(r.Context(), filepath.Join(root, HeldFile), func() bool { return fault() == HoldPushes })
 		}
 		mux.ServeHTTP(w, r)
 	}), nil
+}
+
+// hold marks a push as held and waits while holding says so.
+func hold(ctx context.Context, marker string, holding func() bool) {
+	_ = os.WriteFile(marker, nil, 0o644)
+	defer os.Remove(marker)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for holding() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 func allowed(file, user, pass string) bool {

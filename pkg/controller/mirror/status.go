@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/worker"
 )
 
 func condition(typ string, ok bool, reason, message string) metav1.Condition {
@@ -75,6 +77,10 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 
 	set := func(cond metav1.Condition) { meta.SetStatusCondition(&status.Conditions, cond) }
 	set(fromProblem(v1.ConditionSourceReachable, st.source, "Reachable", "The source cluster answers."))
+	var localErr *worker.LocalError
+	if errors.As(gitErr, &localErr) {
+		gitErr = nil // the remote is not to blame
+	}
 	gitProblem := st.git
 	if gitProblem == nil && gitErr != nil {
 		gitProblem = problemf("GitUnreachable", "%v: check the GitProvider's URL and credentials", gitErr)
@@ -117,6 +123,11 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 			ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message}
 			break
 		}
+	}
+	if localErr != nil && ready.Status == metav1.ConditionTrue {
+		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "CommitFailed", Message: fmt.Sprintf(
+			"%v: the controller cannot write its local clone under --data-dir (is the volume full?); "+
+				"the changes wait in memory and are committed once it can", localErr)}
 	}
 	if st.config != nil {
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: st.config.reason, Message: st.config.message}

@@ -1,0 +1,136 @@
+package blackhole
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// echo serves lines back to their sender.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if _, err := c.Write([]byte(line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, r *bufio.Reader, within time.Duration) (string, error) {
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	return r.ReadString('\n')
+}
+
+func TestStalledConnectionsStayStalledAndNewOnesWork(t *testing.T) {
+	control := filepath.Join(t.TempDir(), "control")
+	addr := start(t, control)
+	old, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer old.Close()
+	oldR := bufio.NewReader(old)
+	line, err := roundTrip(old, oldR, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "ping\n", line, "forwarded before the stall")
+
+	require.NoError(t, os.WriteFile(control, []byte(Stall), 0o644))
+	require.Eventually(t, func() bool {
+		_, err := roundTrip(old, oldR, 100*time.Millisecond)
+		return err != nil
+	}, 5*time.Second, 10*time.Millisecond, "the open connection stalls")
+	_, err = roundTrip(old, oldR, 200*time.Millisecond)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "stalled silently: no reset, no close, just nothing")
+
+	require.NoError(t, os.Remove(control))
+	fresh, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer fresh.Close()
+	line, err = roundTrip(fresh, bufio.NewReader(fresh), 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "ping\n", line, "a new connection is forwarded once the stall is over")
+	_, err = roundTrip(old, oldR, 200*time.Millisecond)
+	require.Error(t, err, "a stalled connection never recovers")
+}
+
+// start runs a proxy to an echo server and returns its address once it
+// accepts.
+func start(t *testing.T, control string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	p := &Proxy{Upstream: echo(t), Control: control, Poll: 10 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = p.Serve(ctx, addr) }()
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	return addr
+}
+
+func TestRefuseClosesConnectionsAndRefusesNewOnes(t *testing.T) {
+	control := filepath.Join(t.TempDir(), "control")
+	addr := start(t, control)
+	old, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer old.Close()
+	oldR := bufio.NewReader(old)
+	_, err = roundTrip(old, oldR, 5*time.Second)
+	require.NoError(t, err)
+
+	require.NoError(t, os.WriteFile(control, []byte(Refuse), 0o644))
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err != nil
+	}, 5*time.Second, 10*time.Millisecond, "new connections are refused")
+	_, err = roundTrip(old, oldR, time.Second)
+	require.Error(t, err, "the open connection was closed")
+
+	require.NoError(t, os.Remove(control))
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		line, err := roundTrip(c, bufio.NewReader(c), time.Second)
+		return err == nil && line == "ping\n"
+	}, 5*time.Second, 10*time.Millisecond, "forwarded again")
+}
