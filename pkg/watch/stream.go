@@ -213,12 +213,10 @@ func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns s
 		}), nil
 	}
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) { return res.List(context.Background(), o) },
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			return count(res.Watch(context.Background(), o))
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return count(res.Watch(ctx, o))
 		},
-		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return count(res.Watch(ctx, o)) },
 	}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})

@@ -172,8 +172,7 @@ func TestWatchErrorReason(t *testing.T) {
 	gr := schema.GroupResource{Resource: "configmaps"}
 	for err, want := range map[error]string{
 		apierrors.NewResourceExpired("too old resource version: 5 (9)"): "expired",
-		apierrors.NewGone("gone"):                        "expired",
-		apierrors.NewForbidden(gr, "", errors.New("no")): "forbidden",
+		apierrors.NewForbidden(gr, "", errors.New("no")):                "forbidden",
 		io.EOF:                       "unreachable",
 		errors.New("something else"): "other",
 	} {

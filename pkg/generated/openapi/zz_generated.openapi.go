@@ -3570,7 +3570,7 @@ func schema_pkg_apis_reverser_v1alpha1_CommitRequestStatus(ref common.ReferenceC
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready (Unknown Saving; True Committed, NoWindow or NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved or SaveInProgress) and Applied.",
+							Description: "conditions: Ready (Unknown Saving; True Committed, NoWindow or NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved, SaveInProgress or SaveFailed) and Applied.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

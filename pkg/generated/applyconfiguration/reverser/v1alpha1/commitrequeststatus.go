@@ -21,8 +21,8 @@ type CommitRequestStatusApplyConfiguration struct {
 	// create. Clients cannot set or change it.
 	Author *AuthorApplyConfiguration `json:"author,omitempty"`
 	// conditions: Ready (Unknown Saving; True Committed, NoWindow or
-	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved
-	// or SaveInProgress) and Applied.
+	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved,
+	// SaveInProgress or SaveFailed) and Applied.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// gitTargetUID is the uid of the GitTarget that admitted the request; a
 	// replacement GitTarget must admit it again.
