@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"reverser.dev/reverser/pkg/admission"
 	"reverser.dev/reverser/pkg/apis/reverser"
@@ -90,6 +91,9 @@ type Config struct {
 	// SaveTimeout is how long a save that found its window may take to be
 	// committed and pushed before it ends SaveFailed; zero waits forever.
 	SaveTimeout time.Duration
+	// Clock tells the time of attach timeouts, deadlines and retention, and
+	// drives the queue's delays; nil is the real clock.
+	Clock clock.WithTicker
 }
 
 // ControlCluster completes cfg as the control-cluster front end: requests
@@ -131,12 +135,15 @@ type flight struct {
 func New(cfg Config) *Controller {
 	r := cfg.RequestsFactory.Reverser().V1alpha1()
 	ctl := cfg.Control.Reverser().V1alpha1()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	c := &Controller{
 		cfg: cfg, crs: r.CommitRequests().Lister(), targets: ctl.GitTargets().Lister(), kps: ctl.KubeProviders().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "commitrequests"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "commitrequests", Clock: cfg.Clock}),
 		flights: map[types.UID]*flight{},
-		started: time.Now(),
+		started: cfg.Clock.Now(),
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -249,7 +256,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true,
 				message: fmt.Sprintf("GitTarget %s was deleted before the save", targetKey)})
 		}
-		if wait := time.Until(cr.CreationTimestamp.Add(attach)); wait > 0 {
+		if wait := cr.CreationTimestamp.Add(attach).Sub(c.cfg.Clock.Now()); wait > 0 {
 			return wait, nil
 		}
 		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonGitTargetNotFound, message: fmt.Sprintf(
@@ -356,7 +363,7 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		if resume := c.started.Add(time.Minute); resume.After(deadline) {
 			deadline = resume
 		}
-		if time.Now().Before(deadline) {
+		if c.cfg.Clock.Now().Before(deadline) {
 			return time.Second, nil
 		}
 		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true, message: fmt.Sprintf(
@@ -378,8 +385,8 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		Message: cr.Spec.Message, Next: cr.Spec.Attach == v1.AttachNext, Empty: cr.Spec.WhenNothingToCommit == v1.NothingToCommitCommitEmpty,
 		Collect: c.cfg.Collect, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
 	}
-	if req.Deadline.Before(time.Now()) {
-		req.Deadline = time.Now() // resumed after a restart: what is open now counts
+	if now := c.cfg.Clock.Now(); req.Deadline.Before(now) {
+		req.Deadline = now // resumed after a restart: what is open now counts
 	}
 	if c.cfg.SaveTimeout > 0 {
 		req.GiveUpAt = req.Deadline.Add(req.Collect + c.cfg.SaveTimeout)
@@ -474,7 +481,7 @@ func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome
 		return err
 	}
 	metrics.CommitRequests.WithLabelValues(snake(o.reason)).Inc()
-	metrics.SaveSeconds.Observe(time.Since(cr.CreationTimestamp.Time).Seconds())
+	metrics.SaveSeconds.Observe(c.cfg.Clock.Since(cr.CreationTimestamp.Time).Seconds())
 	return nil
 }
 
@@ -483,7 +490,7 @@ func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome
 func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Duration, error) {
 	at, ok := cr.Annotations[DeleteAfterAnnotation]
 	if !ok {
-		when := time.Now().Add(c.cfg.TTL).UTC().Format(time.RFC3339)
+		when := c.cfg.Clock.Now().Add(c.cfg.TTL).UTC().Format(time.RFC3339)
 		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, cr.ResourceVersion, DeleteAfterAnnotation, when)
 		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).Patch(ctx, cr.Name, types.MergePatchType, []byte(patch),
 			metav1.PatchOptions{})
@@ -494,9 +501,9 @@ func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Dur
 	}
 	deadline, err := time.Parse(time.RFC3339, at)
 	if err != nil {
-		deadline = time.Now() // an unreadable stamp is treated as passed
+		deadline = c.cfg.Clock.Now() // an unreadable stamp is treated as passed
 	}
-	if wait := time.Until(deadline); wait > 0 {
+	if wait := deadline.Sub(c.cfg.Clock.Now()); wait > 0 {
 		return wait, nil
 	}
 	uid := cr.UID
