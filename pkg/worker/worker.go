@@ -146,7 +146,10 @@ type unpushedCommit struct {
 	target  string
 	author  gitrepo.Signature
 	message string
-	changes map[string][]byte
+	// changes are the blobs the commit wrote (the zero hash: deleted), not
+	// their contents: an outage holds little memory, and a replay reads
+	// them back from the local repository.
+	changes map[string]plumbing.Hash
 	seen    time.Time
 	sha     string
 	save    *SaveRequest
@@ -634,14 +637,17 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 	metrics.CommitSeconds.Observe(w.clock.Now().Sub(start).Seconds())
 	metrics.Commits.Inc()
 	w.head = sha
+	blobs := make(map[string]plumbing.Hash, len(changes))
 	for p, c := range changes {
 		if c == nil {
 			delete(w.index, p)
+			blobs[p] = plumbing.ZeroHash
 		} else {
 			w.index[p] = gitrepo.BlobHash(c)
+			blobs[p] = w.index[p]
 		}
 	}
-	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: changes, seen: seen,
+	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
 		sha: sha.String(), save: save})
 	w.reporter.Committed(key, sha.String(), start)
 	return nil
@@ -725,10 +731,17 @@ func (w *Worker) replay() error {
 			continue
 		}
 		changes := map[string][]byte{}
-		for p, content := range c.changes {
+		for p, blob := range c.changes {
 			cur, inGit := w.index[p]
-			if (content == nil && inGit) || (content != nil && cur != gitrepo.BlobHash(content)) {
-				changes[p] = content
+			switch {
+			case blob.IsZero() && inGit:
+				changes[p] = nil
+			case !blob.IsZero() && cur != blob:
+				content, err := w.repo.ReadBlob(blob)
+				if err != nil {
+					return fmt.Errorf("reading %s of a refused commit: %w", p, err)
+				}
+				changes[p] = append([]byte{}, content...) // never nil: nil deletes
 			}
 		}
 		if len(changes) == 0 && (c.save == nil || !c.save.Empty) {
