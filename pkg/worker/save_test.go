@@ -12,8 +12,14 @@ import (
 	"reverser.dev/reverser/pkg/watch"
 )
 
+// The save tests run on the fake clock: collect delays and deadlines pass
+// when a test steps the clock, and each outcome is read once the worker has
+// taken its step.
+
 type results chan SaveResult
 
+// wait waits, with a deadline, for a save to end: for a test on the real
+// clock.
 func (r results) wait(t *testing.T) SaveResult {
 	t.Helper()
 	select {
@@ -25,13 +31,41 @@ func (r results) wait(t *testing.T) SaveResult {
 	}
 }
 
-func saveFixture(t *testing.T) (*fixture, Target) {
-	f := newFixture(t)
+// ended returns the outcome of a save that must have ended by now.
+func (r results) ended(t *testing.T) SaveResult {
+	t.Helper()
+	select {
+	case res := <-r:
+		return res
+	default:
+		t.Fatal("the save has not ended")
+		return SaveResult{}
+	}
+}
+
+// open fails when the save has ended.
+func (r results) open(t *testing.T) {
+	t.Helper()
+	select {
+	case res := <-r:
+		t.Fatalf("the save ended early: %+v", res)
+	default:
+	}
+}
+
+func saveTarget() Target {
 	tg := site
 	tg.Window = Window{Silence: time.Hour, MaxAge: time.Hour} // only saves close windows here
 	tg.Authors = &authors{waiting: map[string]bool{}}
-	f.start(tg)
-	return f, tg
+	return tg
+}
+
+func saveFixture(t *testing.T) (*clocked, Target) {
+	url, bare := serveRepo(t)
+	tg := saveTarget()
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	return c, tg
 }
 
 func edit(name, user, value string) watch.Change {
@@ -41,35 +75,44 @@ func edit(name, user, value string) watch.Change {
 
 var alice = gitrepo.Signature{Name: "alice", Email: "alice@example.com"}
 
-func (f *fixture) save(tg Target, id string, mut func(*SaveRequest)) results {
+const collect = 100 * time.Millisecond
+
+// save asks for alice's save, collecting for 100ms, with a 2s deadline on
+// the fake clock, and returns once the worker has taken it in.
+func (c *clocked) save(tg Target, id string, mut func(*SaveRequest)) results {
 	r := make(results, 1)
-	req := SaveRequest{ID: id, Target: tg.Key, Author: alice, Message: "Tune the app", Collect: 100 * time.Millisecond,
-		Deadline: time.Now().Add(2 * time.Second), Done: func(res SaveResult) { r <- res }}
+	req := SaveRequest{ID: id, Target: tg.Key, Author: alice, Message: "Tune the app", Collect: collect,
+		Deadline: c.clock.Now().Add(2 * time.Second), Done: func(res SaveResult) { r <- res }}
 	if mut != nil {
 		mut(&req)
 	}
-	f.w.Save(f.ctx, req)
+	c.w.Save(c.ctx, req)
+	c.settle()
 	return r
 }
 
 func TestSaveCommitsTheAuthorsWindow(t *testing.T) {
-	f, tg := saveFixture(t)
-	f.w.Change(f.ctx, tg.Key, edit("a", "alice", "a1"))
-	f.w.Change(f.ctx, tg.Key, edit("b", "alice", "b1"))
-	f.w.Change(f.ctx, tg.Key, edit("c", "bob", "c1")) // bob's stays out
-	res := f.save(tg, "uid-1", nil).wait(t)
+	c, tg := saveFixture(t)
+	c.changeBy(tg, "a", "alice", "a1")
+	c.changeBy(tg, "b", "alice", "b1")
+	c.changeBy(tg, "c", "bob", "c1") // bob's stays out
+	r := c.save(tg, "uid-1", nil)
+	c.step(collect - time.Millisecond)
+	r.open(t)
+	c.step(time.Millisecond)
+	res := r.ended(t)
 	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
 	assert.Equal(t, "main", res.Branch)
-	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "main"), "the commit reported is on the remote")
+	assert.Equal(t, res.Commit, c.git(c.bare, "rev-parse", "main"), "the commit reported is on the remote")
 	assert.Equal(t, "Tune the app\n\n- create ConfigMap demo/a\n- create ConfigMap demo/b\n\nReverser-Commit-Request: uid-1",
-		f.git(f.bare, "log", "-1", "--format=%B", "main"))
-	assert.Equal(t, "alice", f.git(f.bare, "log", "-1", "--format=%an", "main"))
-	assert.NotContains(t, f.remoteFiles(), "clusters/dev/demo/configmaps/c.yaml")
+		c.git(c.bare, "log", "-1", "--format=%B", "main"))
+	assert.Equal(t, "alice", c.git(c.bare, "log", "-1", "--format=%an", "main"))
+	assert.NotContains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/c.yaml")
 
-	sha, err := f.findSave("uid-1")
+	sha, err := c.findSave("uid-1")
 	require.NoError(t, err)
 	assert.Equal(t, res.Commit, sha, "a restarted controller finds the save")
-	sha, err = f.findSave("uid-unknown")
+	sha, err = c.findSave("uid-unknown")
 	require.NoError(t, err)
 	assert.Equal(t, "", sha)
 }
@@ -94,46 +137,57 @@ func (f *fixture) findSave(id string) (string, error) {
 }
 
 func TestSaveOutcomesWithoutChanges(t *testing.T) {
-	f, tg := saveFixture(t)
-	res := f.save(tg, "uid-none", nil).wait(t)
+	c, tg := saveFixture(t)
+	res := c.save(tg, "uid-none", nil).ended(t)
 	assert.Equal(t, SaveNoWindow, res.Outcome, "nothing open, nothing pending")
 
-	res = f.save(tg, "uid-next", func(r *SaveRequest) { r.Next = true; r.Deadline = time.Now().Add(300 * time.Millisecond) }).wait(t)
-	assert.Equal(t, SaveNoWindow, res.Outcome, "no next window within the deadline")
+	r := c.save(tg, "uid-next", func(r *SaveRequest) { r.Next = true; r.Deadline = c.clock.Now().Add(300 * time.Millisecond) })
+	c.step(299 * time.Millisecond)
+	r.open(t)
+	c.step(time.Millisecond)
+	assert.Equal(t, SaveNoWindow, r.ended(t).Outcome, "no next window within the deadline")
 
 	// The same document again: a window, but nothing to commit.
-	f.w.Change(f.ctx, tg.Key, edit("a", "alice", "a1"))
-	first := f.save(tg, "uid-a", nil).wait(t)
-	require.Equal(t, SaveCommitted, first.Outcome)
-	f.w.Change(f.ctx, tg.Key, edit("a", "alice", "a1"))
-	res = f.save(tg, "uid-same", nil).wait(t)
-	assert.Equal(t, SaveNothingToCommit, res.Outcome)
+	c.changeBy(tg, "a", "alice", "a1")
+	r = c.save(tg, "uid-a", nil)
+	c.step(collect)
+	require.Equal(t, SaveCommitted, r.ended(t).Outcome)
+	c.changeBy(tg, "a", "alice", "a1")
+	r = c.save(tg, "uid-same", nil)
+	c.step(collect)
+	assert.Equal(t, SaveNothingToCommit, r.ended(t).Outcome)
 
-	f.w.Change(f.ctx, tg.Key, edit("a", "alice", "a1"))
-	res = f.save(tg, "uid-empty", func(r *SaveRequest) { r.Empty = true }).wait(t)
+	c.changeBy(tg, "a", "alice", "a1")
+	r = c.save(tg, "uid-empty", func(r *SaveRequest) { r.Empty = true })
+	c.step(collect)
+	res = r.ended(t)
 	require.Equal(t, SaveCommitted, res.Outcome)
-	assert.Equal(t, "", f.git(f.bare, "diff", "--stat", "main~1", "main"), "an empty commit")
-	assert.True(t, strings.HasPrefix(f.git(f.bare, "log", "-1", "--format=%B", "main"), "Tune the app"))
+	assert.Equal(t, "", c.git(c.bare, "diff", "--stat", "main~1", "main"), "an empty commit")
+	assert.True(t, strings.HasPrefix(c.git(c.bare, "log", "-1", "--format=%B", "main"), "Tune the app"))
 }
 
 func TestSaveEmptyWithoutAWindow(t *testing.T) {
-	f, tg := saveFixture(t)
-	res := f.save(tg, "uid-empty", func(r *SaveRequest) { r.Empty = true }).wait(t)
+	c, tg := saveFixture(t)
+	res := c.save(tg, "uid-empty", func(r *SaveRequest) { r.Empty = true }).ended(t)
 	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
-	assert.Equal(t, res.Commit, f.git(f.bare, "rev-parse", "main"))
-	assert.Empty(t, f.remoteFiles(), "an empty commit")
-	assert.Equal(t, "alice|Tune the app", f.git(f.bare, "log", "-1", "--format=%an|%s", "main"))
+	assert.Equal(t, res.Commit, c.git(c.bare, "rev-parse", "main"))
+	assert.Empty(t, c.remoteFiles(), "an empty commit")
+	assert.Equal(t, "alice|Tune the app", c.git(c.bare, "log", "-1", "--format=%an|%s", "main"))
 }
 
 func TestSaveNextAndInProgress(t *testing.T) {
-	f, tg := saveFixture(t)
-	next := f.save(tg, "uid-next", func(r *SaveRequest) { r.Next = true; r.Collect = 300 * time.Millisecond })
-	second := f.save(tg, "uid-second", nil).wait(t)
+	c, tg := saveFixture(t)
+	next := c.save(tg, "uid-next", func(r *SaveRequest) { r.Next = true; r.Collect = 300 * time.Millisecond })
+	second := c.save(tg, "uid-second", nil).ended(t)
 	assert.Equal(t, SaveInProgress, second.Outcome, "one save per author and target at a time")
-	f.w.Change(f.ctx, tg.Key, edit("n", "alice", "n1"))
-	res := next.wait(t)
+	c.step(time.Millisecond) // alice edits after asking
+	c.changeBy(tg, "n", "alice", "n1")
+	c.step(299 * time.Millisecond)
+	next.open(t)
+	c.step(time.Millisecond)
+	res := next.ended(t)
 	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
-	assert.Contains(t, f.remoteFiles(), "clusters/dev/demo/configmaps/n.yaml")
+	assert.Contains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/n.yaml")
 }
 
 // TestFindSaveThenSaveUnderAFullQueue (finding 2): the CommitRequest
@@ -142,7 +196,10 @@ func TestSaveNextAndInProgress(t *testing.T) {
 // that queue, and the stream must not starve the step that answers the save
 // (it did, under -race, before drain took only what was queued).
 func TestFindSaveThenSaveUnderAFullQueue(t *testing.T) {
-	f, tg := saveFixture(t)
+	// On the real clock: this is about the queue, not about time.
+	f := newFixture(t)
+	tg := saveTarget()
+	f.start(tg)
 	stop := make(chan struct{})
 	producing := make(chan struct{})
 	go func() {
