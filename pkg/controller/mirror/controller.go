@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -626,8 +627,16 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 		}
 		return w.Worker, key, nil
 	}
-	sum := sha256.Sum256([]byte(key))
-	repo, err := gitrepo.Open(filepath.Join(c.cfg.DataDir, "repos", hex.EncodeToString(sum[:8])), gp.Spec.URL, branch, auth)
+	// The local repository is opened, and removed once its last worker has
+	// stopped, under c.mu: a new worker never opens a folder being removed.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if existing, ok := c.workers[key]; ok {
+		existing.refs++
+		return existing.Worker, key, nil
+	}
+	dir := c.repoDir(key)
+	repo, err := gitrepo.Open(dir, gp.Spec.URL, branch, auth)
 	if err != nil {
 		return nil, "", err
 	}
@@ -637,15 +646,6 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 		wake = c.cfg.Facts.Subscribe()
 	}
 	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, refs: 1, stopped: make(chan struct{})}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if existing, ok := c.workers[key]; ok {
-		existing.refs++
-		if c.cfg.Facts != nil {
-			c.cfg.Facts.Unsubscribe(wake)
-		}
-		return existing.Worker, key, nil
-	}
 	c.workers[key] = w
 	prev := c.retired[key]
 	go func() {
@@ -658,12 +658,25 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 			c.cfg.Facts.Unsubscribe(wake)
 		}
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		if c.retired[key] == w {
 			delete(c.retired, key)
 		}
-		c.mu.Unlock()
+		if _, successor := c.workers[key]; !successor && c.ctx.Err() == nil {
+			// Nothing mirrors this branch with this provider any more: its
+			// clone would only take disk. A restart keeps clones.
+			if err := os.RemoveAll(dir); err != nil {
+				klog.FromContext(c.ctx).Error(err, "Removing an unused local repository", "dir", dir)
+			}
+		}
 	}()
 	return w.Worker, key, nil
+}
+
+// repoDir is where the worker of key keeps its local repository.
+func (c *Controller) repoDir(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(c.cfg.DataDir, "repos", hex.EncodeToString(sum[:8]))
 }
 
 // release drops a reference to a worker; the last one closes it.

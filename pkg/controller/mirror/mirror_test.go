@@ -193,8 +193,11 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 	c.release(otherKey)
 
 	rw := c.workers[key]
+	dir := c.repoDir(key)
+	require.DirExists(t, dir, "the worker's local repository")
 	c.release(key)
 	assert.Contains(t, c.workers, key, "still used once")
+	assert.DirExists(t, dir, "the clone stays while a worker uses it")
 	c.release(key)
 	assert.NotContains(t, c.workers, key, "the last release closes it")
 	select {
@@ -207,4 +210,5 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 		defer c.mu.Unlock()
 		return len(c.retired) == 0
 	}, 30*time.Second, 10*time.Millisecond, "stopped workers are forgotten")
+	assert.NoDirExists(t, dir, "the clone of a branch nothing mirrors any more is removed")
 }
