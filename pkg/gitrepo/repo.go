@@ -125,6 +125,21 @@ func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
 	return r.repo.Storer.SetReference(plumbing.NewHashReference(r.remoteRef(), head))
 }
 
+// Repack packs the objects the branch and the fetched remote branch reach
+// into one pack and deletes the loose objects they replace, and those
+// nothing reaches: without it, every commit leaves loose files behind for
+// good. Only call it when every commit worth keeping is reachable, i.e.
+// right after a push.
+func (r *Repo) Repack() error {
+	if err := r.repo.RepackObjects(&git.RepackConfig{}); err != nil {
+		return fmt.Errorf("repacking the local repository: %w", err)
+	}
+	if err := r.repo.Prune(git.PruneOptions{Handler: r.repo.DeleteObject}); err != nil {
+		return fmt.Errorf("pruning the local repository: %w", err)
+	}
+	return nil
+}
+
 // Files lists every file of a commit's tree with its blob hash. It reads the
 // whole tree: for start-up and recovery, not for each commit.
 func (r *Repo) Files(commit plumbing.Hash) (map[string]plumbing.Hash, error) {

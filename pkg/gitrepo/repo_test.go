@@ -106,3 +106,55 @@ func TestPushRejectedWhenRemoteMoved(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, files, "foreign.txt", "the foreign commit is kept")
 }
+
+// looseObjects counts the loose object files of a local repository.
+func looseObjects(t *testing.T, dir string) int {
+	n := 0
+	require.NoError(t, filepath.WalkDir(filepath.Join(dir, "objects"), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Join(dir, "objects"), p)
+		if !d.IsDir() && len(filepath.Dir(rel)) == 2 { // objects/ab/cdef...
+			n++
+		}
+		return nil
+	}))
+	return n
+}
+
+// TestRepackLeavesNoLooseObjects (issue 10, finding 4): every commit writes
+// loose objects; a repack after a push packs them, drops what nothing
+// reaches, and the repository goes on working.
+func TestRepackLeavesNoLooseObjects(t *testing.T) {
+	url, bare := remote(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	head, err := r.Fetch(ctx)
+	require.NoError(t, err)
+	for i := range 30 {
+		head, err = r.Commit(head, map[string][]byte{"clusters/dev/a.yaml": []byte(strings.Repeat("a", i+1) + "\n")}, info)
+		require.NoError(t, err)
+	}
+	// An abandoned commit, as a replay leaves behind: nothing reaches it.
+	_, err = r.Commit(head, map[string][]byte{"abandoned.yaml": []byte("gone\n")}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, head))
+	require.Greater(t, looseObjects(t, dir), 90)
+
+	require.NoError(t, r.Repack())
+	assert.Equal(t, 0, looseObjects(t, dir), "packed, or pruned when nothing reaches them")
+	files, err := r.Files(head)
+	require.NoError(t, err)
+	content, err := r.ReadBlob(files["clusters/dev/a.yaml"])
+	require.NoError(t, err)
+	assert.Equal(t, strings.Repeat("a", 30)+"\n", string(content))
+
+	next, err := r.Commit(head, map[string][]byte{"clusters/dev/b.yaml": []byte("b\n")}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, next))
+	assert.Equal(t, "b", gitCLI(t, bare, "show", "main:clusters/dev/b.yaml"))
+	gitCLI(t, dir, "fsck", "--strict")
+}

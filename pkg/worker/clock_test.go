@@ -395,3 +395,35 @@ func TestAReplayThatFailsGoesOn(t *testing.T) {
 	assert.Equal(t, "alice", authorsOf("a.yaml"))
 	assert.Equal(t, "bob", authorsOf("c.yaml"))
 }
+
+// TestPushesRepackTheLocalRepository (finding 4): after enough commits, a
+// push repacks the local repository, so loose objects do not pile up.
+func TestPushesRepackTheLocalRepository(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	c.w.do(c.ctx, func() { c.w.repackAfter = 3 })
+	loose := func() int {
+		n := 0
+		_ = filepath.WalkDir(filepath.Join(c.local, "objects"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	for i, v := range []string{"1", "2"} {
+		c.change(site, "a", "a: "+v)
+		c.step(site.Window.Silence)
+		require.Equal(t, i+1, c.commitCount())
+	}
+	require.Positive(t, loose(), "two commits, not yet repacked")
+	c.change(site, "a", "a: 3")
+	c.step(site.Window.Silence)
+	assert.Equal(t, 0, loose(), "the third push repacked")
+	assert.Equal(t, "a: 3", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+	c.change(site, "b", "b: 1")
+	c.step(site.Window.Silence)
+	assert.Equal(t, "b: 1", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"), "the repacked repository works on")
+}

@@ -18,6 +18,10 @@
 // Reporter calls and Done callbacks come from the worker goroutine and must
 // not block.
 //
+// Every thousand commits, the push that carries them also repacks the local
+// repository (on the worker goroutine: that push takes longer), so loose
+// objects do not pile up on the controller's disk.
+//
 // After an error, nothing is forgotten: a window is dropped, and its save
 // ended, only once its commit exists; a failed commit or push is retried
 // after a backoff with the same windows, saves and unpushed commits.
@@ -109,6 +113,9 @@ type Worker struct {
 	commitRetryAt time.Time
 	// closing makes Run return once the mailbox is applied.
 	closing bool
+	// unpacked counts commits pushed since the last repack; repackAfter of
+	// them make the next push repack the local repository.
+	unpacked, repackAfter int
 	// onStep, when set (by tests, from the worker's goroutine), runs after
 	// every step; commitErr, when set, fails a commit with what it returns.
 	onStep    func()
@@ -170,11 +177,12 @@ type window struct {
 func New(repo *gitrepo.Repo, committer gitrepo.Signature, reporter Reporter, wake <-chan struct{}) *Worker {
 	return &Worker{
 		repo: repo, committer: committer, reporter: reporter, wake: wake,
-		in:      make(chan func(), 4096),
-		ctl:     mailbox{signal: make(chan struct{}, 1)},
-		clock:   clock.RealClock{},
-		index:   map[string]plumbing.Hash{},
-		targets: map[string]*target{},
+		in:          make(chan func(), 4096),
+		repackAfter: 1000,
+		ctl:         mailbox{signal: make(chan struct{}, 1)},
+		clock:       clock.RealClock{},
+		index:       map[string]plumbing.Hash{},
+		targets:     map[string]*target{},
 	}
 }
 
@@ -667,8 +675,16 @@ func (w *Worker) push(ctx context.Context) {
 				w.endSave(c.save, SaveResult{Outcome: SaveCommitted, Commit: c.sha})
 			}
 		}
+		w.unpacked += len(w.unpushed)
 		w.unpushed = nil
 		w.pushed, w.backoff, w.lastErr = w.head, 0, nil
+		if w.unpacked >= w.repackAfter {
+			// Everything worth keeping is on the branch now.
+			if err := w.repo.Repack(); err != nil {
+				klog.FromContext(ctx).Error(err, "Repacking the local repository")
+			}
+			w.unpacked = 0
+		}
 		if w.outage != "" {
 			metrics.Recoveries.WithLabelValues(w.outage).Inc()
 			w.outage = ""
