@@ -427,3 +427,15 @@ func TestPushesRepackTheLocalRepository(t *testing.T) {
 	c.step(site.Window.Silence)
 	assert.Equal(t, "b: 1", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"), "the repacked repository works on")
 }
+
+// TestSetCommitterTakesEffect: a GitProvider's new spec.committer commits
+// what follows, without restarting the worker.
+func TestSetCommitterTakesEffect(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	c.w.SetCommitter(gitrepo.Signature{Name: "Robot", Email: "robot@example.com"})
+	c.change(site, "a", "a: 1")
+	c.step(site.Window.Silence)
+	assert.Equal(t, "Robot <robot@example.com>|Robot", c.git(bare, "log", "-1", "--format=%cn <%ce>|%an", "main"))
+}

@@ -254,6 +254,13 @@ func (w *Worker) SetAuth(_ context.Context, auth transport.AuthMethod) {
 	})
 }
 
+// SetCommitter replaces the identity that commits, and authors what nobody
+// is known to have made, after the GitProvider's spec.committer changed. It
+// never blocks.
+func (w *Worker) SetCommitter(committer gitrepo.Signature) {
+	w.post(func() { w.committer = committer })
+}
+
 // Close stops the worker once it has applied what was posted before: the
 // saves of its remaining targets end GitTargetGone and Run returns. It never
 // blocks.

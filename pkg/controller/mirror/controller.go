@@ -141,7 +141,8 @@ type source struct {
 
 type runningWorker struct {
 	*worker.Worker
-	authFP string
+	authFP    string
+	committer gitrepo.Signature
 	// refs counts the mirrors (and reconciles setting one up) using it.
 	refs int
 	// stopped is closed once Run has returned.
@@ -613,17 +614,22 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	if err != nil {
 		return nil, "", err
 	}
+	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
 	c.mu.Lock()
 	w, ok := c.workers[key]
 	rotated := ok && w.authFP != authFP
+	recommitted := ok && w.committer != committer
 	if ok {
 		w.refs++
-		w.authFP = authFP
+		w.authFP, w.committer = authFP, committer
 	}
 	c.mu.Unlock()
 	if ok {
 		if rotated {
 			w.SetAuth(ctx, auth)
+		}
+		if recommitted {
+			w.SetCommitter(committer)
 		}
 		return w.Worker, key, nil
 	}
@@ -640,12 +646,12 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	if err != nil {
 		return nil, "", err
 	}
-	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
 	var wake <-chan struct{}
 	if c.cfg.Facts != nil {
 		wake = c.cfg.Facts.Subscribe()
 	}
-	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, refs: 1, stopped: make(chan struct{})}
+	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, committer: committer, refs: 1,
+		stopped: make(chan struct{})}
 	c.workers[key] = w
 	prev := c.retired[key]
 	go func() {
