@@ -206,6 +206,18 @@ func runFault(t *testing.T, f fault) result {
 		before = metric(t, f.recovered)
 	}
 	f.inject(t, m)
+	// How long after the fault is over the mirror pushes again.
+	over, headAtOver := time.Now(), m.head()
+	pushedAgain := make(chan time.Duration, 1)
+	go func() {
+		_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+			if m.head() != headAtOver {
+				pushedAgain <- time.Since(over)
+				return true, nil
+			}
+			return false, nil
+		})
+	}()
 	after := made.len()
 	m.poll(3*time.Minute, "the burst going on after the fault", func() (bool, error) { return made.len() >= after+2*ops/3, nil })
 	stop()
@@ -223,7 +235,12 @@ func runFault(t *testing.T, f fault) result {
 			lost = d
 			return len(d) == 0, nil
 		})
-	r.recovery = time.Since(ended)
+	r.converged = time.Since(ended)
+	select {
+	case r.firstPush = <-pushedAgain:
+	default:
+		t.Errorf("nothing was pushed after the fault was over")
+	}
 	if err != nil {
 		r.lost, r.lostPaths = max(len(lost), 1), lost
 	}

@@ -34,10 +34,13 @@ func TestMain(m *testing.M) {
 
 // result is one row of the table.
 type result struct {
-	fault                              string
-	made, commits, byPeople            int
-	lost, duplicates, misattributed    int
-	recovery                           time.Duration
+	fault                           string
+	made, commits, byPeople         int
+	lost, duplicates, misattributed int
+	// firstPush is how long after the fault was over the mirror pushed
+	// again; converged, how long after the burst ended Git equalled the
+	// cluster.
+	firstPush, converged               time.Duration
 	lostPaths, duplicateCommits, wrong []string
 }
 
@@ -74,11 +77,11 @@ func TestFaults(t *testing.T) {
 func printTable(t *testing.T) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "FAULT\tCHANGES MADE\tCOMMITS\tBY PEOPLE\tLOST\tDUPLICATED\tMISATTRIBUTED\tTIME TO RECOVER")
+	fmt.Fprintln(w, "FAULT\tCHANGES MADE\tCOMMITS\tBY PEOPLE\tLOST\tDUPLICATED\tMISATTRIBUTED\tFIRST PUSH AFTER FAULT\tGIT = CLUSTER AFTER BURST")
 	resultsMu.Lock()
 	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\n", r.fault, r.made, r.commits, r.byPeople, r.lost, r.duplicates, r.misattributed,
-			r.recovery.Seconds())
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\n", r.fault, r.made, r.commits, r.byPeople, r.lost, r.duplicates,
+			r.misattributed, r.firstPush.Seconds(), r.converged.Seconds())
 	}
 	resultsMu.Unlock()
 	_ = w.Flush()
