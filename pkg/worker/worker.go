@@ -762,7 +762,11 @@ func (w *Worker) replay() error {
 			case !blob.IsZero() && cur != blob:
 				content, err := w.repo.ReadBlob(blob)
 				if err != nil {
-					return fmt.Errorf("reading %s of a refused commit: %w", p, err)
+					// Retrying cannot bring a lost object back: the
+					// re-assertion below writes the cluster's document,
+					// by the committer.
+					klog.Background().Error(err, "Reading a refused commit's document; it is re-asserted instead", "path", p)
+					continue
 				}
 				changes[p] = append([]byte{}, content...) // never nil: nil deletes
 			}

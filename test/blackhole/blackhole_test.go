@@ -92,14 +92,17 @@ func start(t *testing.T, control string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = p.Serve(ctx, addr) }()
-	require.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return accepts(addr) }, 5*time.Second, 10*time.Millisecond)
 	return addr
+}
+
+// accepts says whether something listens on addr.
+func accepts(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err == nil {
+		_ = c.Close()
+	}
+	return err == nil
 }
 
 func TestRefuseClosesConnectionsAndRefusesNewOnes(t *testing.T) {
@@ -113,13 +116,7 @@ func TestRefuseClosesConnectionsAndRefusesNewOnes(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, os.WriteFile(control, []byte(Refuse), 0o644))
-	require.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			_ = c.Close()
-		}
-		return err != nil
-	}, 5*time.Second, 10*time.Millisecond, "new connections are refused")
+	require.Eventually(t, func() bool { return !accepts(addr) }, 5*time.Second, 10*time.Millisecond, "new connections are refused")
 	_, err = roundTrip(old, oldR, time.Second)
 	require.Error(t, err, "the open connection was closed")
 
