@@ -135,7 +135,8 @@ func faults() []fault {
 		}},
 		{name: "controller's data dir full", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
 			if _, err := os.Stat(env.ControllerDataDir + ".tmpfs"); err != nil {
-				t.Fatal("the controller's data dir of this control plane is not a tmpfs the suite may fill: let the fault suite start its own (unset REVERSER_FAULTS_LOCAL_DIR)")
+				t.Fatal("the controller's data dir of this control plane is not a tmpfs the suite may fill: run the suite as root " +
+					"(it mounts one) on a control plane of its own (unset REVERSER_FAULTS_LOCAL_DIR)")
 			}
 			ballast := filepath.Join(env.ControllerDataDir, "ballast")
 			fill(t, ballast)
