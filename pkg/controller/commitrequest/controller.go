@@ -10,6 +10,13 @@
 // known (Author: status.author, stamped by our API server, on the control
 // cluster; an audit fact on a source cluster). GitTargets and KubeProviders
 // always come from the control cluster (Control).
+//
+// Locks and blocking: Controller.mu guards flights (the saves this process
+// handed to workers) and is never held while calling a Saver or the API. A
+// Saver never blocks, and its Done callback, which runs on the worker's
+// goroutine, only records the result under mu and enqueues the request. A
+// save that found its window ends within --save-timeout: SaveFailed, naming
+// the error, when its commit is not on the remote by then.
 package commitrequest
 
 import (
