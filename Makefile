@@ -58,7 +58,8 @@ e2e: control-plane
 
 ## up/down: the local control plane, state in $(LOCAL_DIR).
 up: build tools
-	@bin/reverser-controlplane up --dir $(LOCAL_DIR) --bin bin --control-plane-bin "$$(hack/build-control-plane.sh)"
+	@bin/reverser-controlplane up --dir $(LOCAL_DIR) --bin bin --control-plane-bin "$$(hack/build-control-plane.sh)" \
+		--flux-bin "$$(hack/build-flux.sh)"
 
 down:
 	@if [ -x bin/reverser-controlplane ]; then bin/reverser-controlplane down --dir $(LOCAL_DIR); \

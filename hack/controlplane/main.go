@@ -19,6 +19,7 @@ func main() {
 	dir := fs.String("dir", "_output/local", "state directory")
 	cpBin := fs.String("control-plane-bin", "", "directory with etcd, kube-apiserver and kube-controller-manager")
 	bin := fs.String("bin", "bin", "directory with reverser-apiserver and reverser-gitserver")
+	fluxBin := fs.String("flux-bin", "", "directory with Flux's controllers and CRDs (hack/build-flux.sh prints it); empty runs no Flux")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: reverser-controlplane up|down [flags]")
 		os.Exit(2)
@@ -35,7 +36,8 @@ func main() {
 		}
 		start := time.Now()
 		fmt.Println("Starting the local control plane:")
-		env, err := controlplane.Up(ctx, controlplane.Options{Dir: *dir, ControlPlaneBin: *cpBin, ReverserBin: *bin, Progress: os.Stdout})
+		env, err := controlplane.Up(ctx, controlplane.Options{Dir: *dir, ControlPlaneBin: *cpBin, ReverserBin: *bin,
+			FluxBin: *fluxBin, Progress: os.Stdout})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "make up failed: %v\nLogs are in %s/logs.\n", err, *dir)
 			os.Exit(1)

@@ -18,19 +18,24 @@ import (
 // Env says where everything of a running control plane is. It is written to
 // <dir>/env.json and, for shells, <dir>/env as export lines.
 type Env struct {
-	Dir               string `env:"REVERSER_LOCAL_DIR"`
-	LogDir            string `env:"REVERSER_LOG_DIR"`
-	KubeAPIServerURL  string `env:"KUBE_APISERVER_URL"`
-	KubeconfigAdmin   string `env:"KUBECONFIG_ADMIN"`
-	KubeconfigAlice   string `env:"KUBECONFIG_ALICE"`
-	KubeconfigBob     string `env:"KUBECONFIG_BOB"`
-	KubeconfigServer  string `env:"KUBECONFIG_REVERSER_APISERVER"`
-	KubeconfigCtrl    string `env:"KUBECONFIG_REVERSER_CONTROLLER"`
-	MetricsURL        string `env:"REVERSER_METRICS_URL"`
-	ReverserAPIServer string `env:"REVERSER_APISERVER_URL"`
-	GitBaseURL        string `env:"GIT_BASE_URL"`
-	GitRoot           string `env:"GIT_ROOT"`
-	AuditWebhookURL   string `env:"AUDIT_WEBHOOK_URL"`
+	Dir              string `env:"REVERSER_LOCAL_DIR"`
+	LogDir           string `env:"REVERSER_LOG_DIR"`
+	KubeAPIServerURL string `env:"KUBE_APISERVER_URL"`
+	KubeconfigAdmin  string `env:"KUBECONFIG_ADMIN"`
+	KubeconfigAlice  string `env:"KUBECONFIG_ALICE"`
+	KubeconfigBob    string `env:"KUBECONFIG_BOB"`
+	KubeconfigServer string `env:"KUBECONFIG_REVERSER_APISERVER"`
+	KubeconfigCtrl   string `env:"KUBECONFIG_REVERSER_CONTROLLER"`
+	// Flux's controllers' credentials, and where source-controller serves
+	// artifacts (empty without Options.FluxBin).
+	KubeconfigFluxSource    string `env:"KUBECONFIG_FLUX_SOURCE"`
+	KubeconfigFluxKustomize string `env:"KUBECONFIG_FLUX_KUSTOMIZE"`
+	FluxStorageURL          string `env:"FLUX_STORAGE_URL"`
+	MetricsURL              string `env:"REVERSER_METRICS_URL"`
+	ReverserAPIServer       string `env:"REVERSER_APISERVER_URL"`
+	GitBaseURL              string `env:"GIT_BASE_URL"`
+	GitRoot                 string `env:"GIT_ROOT"`
+	AuditWebhookURL         string `env:"AUDIT_WEBHOOK_URL"`
 	// The etcd of kube-apiserver. Not named ETCD_*: etcd reads those as flags.
 	KubeEtcdURL string `env:"KUBE_ETCD_URL"`
 	// BlackholeControl, with Options.ControllerBlackhole, is the file that

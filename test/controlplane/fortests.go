@@ -56,6 +56,16 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 	return env, func() error { return Down(env.Dir) }, nil
 }
 
+// BuildFlux builds (or finds in the cache) Flux's controllers with
+// hack/build-flux.sh and returns their directory, for Options.FluxBin.
+func BuildFlux(ctx context.Context, root string, progress io.Writer) (string, error) {
+	dir, err := run(ctx, root, progress, "bash", "hack/build-flux.sh")
+	if err != nil {
+		return "", fmt.Errorf("building Flux: %w", err)
+	}
+	return dir, nil
+}
+
 // run runs a command in dir and returns its trimmed standard output; its
 // standard error (a build script's progress) goes to progress.
 func run(ctx context.Context, dir string, progress io.Writer, name string, args ...string) (string, error) {

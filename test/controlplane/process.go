@@ -21,6 +21,12 @@ import (
 // with output in <logDir>/<name>.log and its pid in <dir>/pids/<name>.pid.
 // The returned check fails, quoting the end of the log, once it has exited.
 func startProcess(dir, logDir, name, bin string, args ...string) (check func() error, err error) {
+	return startProcessEnv(dir, logDir, name, bin, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to this process's
+// environment; Restart adds it again.
+func startProcessEnv(dir, logDir, name, bin string, env []string, args ...string) (check func() error, err error) {
 	if err := os.MkdirAll(filepath.Join(dir, "pids"), 0o755); err != nil {
 		return nil, err
 	}
@@ -31,6 +37,7 @@ func startProcess(dir, logDir, name, bin string, args ...string) (check func() e
 	}
 	defer log.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -50,6 +57,9 @@ func startProcess(dir, logDir, name, bin string, args ...string) (check func() e
 	// The command line, for Restart after the process is gone.
 	cmdline := strings.Join(append([]string{bin}, args...), "\x00")
 	if err := os.WriteFile(filepath.Join(dir, "pids", name+".cmdline"), []byte(cmdline), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids", name+".env"), []byte(strings.Join(env, "\x00")), 0o600); err != nil {
 		return nil, err
 	}
 	return func() error {
@@ -95,7 +105,7 @@ func stopProcesses(dir string) error {
 }
 
 func orderForStop(files []string) []string {
-	rank := map[string]int{"reverser-controller": 0, "git-server": 0, "blackhole": 1, "reverser-apiserver": 1, "kube-controller-manager": 2, "kube-apiserver": 3, "etcd": 4}
+	rank := map[string]int{"reverser-controller": 0, "git-server": 0, "blackhole": 1, "flux-source-controller": 1, "flux-kustomize-controller": 1, "reverser-apiserver": 1, "kube-controller-manager": 2, "kube-apiserver": 3, "etcd": 4}
 	name := func(f string) string { return strings.TrimSuffix(filepath.Base(f), ".pid") }
 	out := append([]string(nil), files...)
 	sort.SliceStable(out, func(i, j int) bool { return rank[name(out[i])] < rank[name(out[j])] })
@@ -172,10 +182,14 @@ func Restart(env *Env, name string) error {
 		return err
 	}
 	args := strings.Split(string(cmdline), "\x00")
+	var procEnv []string
+	if data, err := os.ReadFile(filepath.Join(env.Dir, "pids", name+".env")); err == nil && len(data) > 0 {
+		procEnv = strings.Split(string(data), "\x00")
+	}
 	// A port the old process held may be released a moment late: a process
 	// that exits at once is started again, a few times.
 	for attempt := 1; ; attempt++ {
-		check, err := startProcess(env.Dir, env.LogDir, name, args[0], args[1:]...)
+		check, err := startProcessEnv(env.Dir, env.LogDir, name, args[0], procEnv, args[1:]...)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,11 @@ type Options struct {
 	// of that size as the controller's data directory, so that a test can
 	// fill it: it needs root. Env.ControllerDataDir says where it is.
 	ControllerDataTmpfs string
+	// FluxBin, when set, holds Flux's source-controller, kustomize-controller
+	// and their CRDs (crds/source, crds/kustomize), as hack/build-flux.sh
+	// builds them: Up installs the CRDs and runs both controllers out of
+	// cluster, in FluxNamespace, each as its own service account.
+	FluxBin string
 }
 
 // Users of the local cluster. alice and bob are in group devs; only alice
@@ -64,10 +69,17 @@ const (
 	DemoNamespace = "demo"
 	// AuditRoute is the controller's audit path for the local KubeProvider.
 	AuditRoute = "/audit/local"
+	// FluxNamespace is where Flux's objects live, as in a real install.
+	FluxNamespace = "flux-system"
+	// The users Flux's controllers act as: their service accounts', as in
+	// a real install, bound to cluster-admin.
+	UserFluxSource    = "system:serviceaccount:flux-system:source-controller"
+	UserFluxKustomize = "system:serviceaccount:flux-system:kustomize-controller"
 )
 
 type ports struct {
-	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole int
+	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole     int
+	fluxSourceMetrics, fluxSourceHealth, fluxStorage, fluxKustomizeMetrics, fluxKustomizeHealth int
 }
 
 // Up starts the control plane and returns where it is. On error, whatever
@@ -115,20 +127,22 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		return nil, err
 	}
 	env = &Env{
-		Dir:               dir,
-		LogDir:            filepath.Join(dir, "logs"),
-		KubeAPIServerURL:  fmt.Sprintf("https://127.0.0.1:%d", p.kubeAPI),
-		KubeconfigAdmin:   filepath.Join(dir, "admin.kubeconfig"),
-		KubeconfigAlice:   filepath.Join(dir, "alice.kubeconfig"),
-		KubeconfigBob:     filepath.Join(dir, "bob.kubeconfig"),
-		KubeconfigServer:  filepath.Join(dir, "reverser-apiserver.kubeconfig"),
-		KubeconfigCtrl:    filepath.Join(dir, "reverser-controller.kubeconfig"),
-		MetricsURL:        fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics),
-		ReverserAPIServer: fmt.Sprintf("https://127.0.0.1:%d", p.reverserAPI),
-		GitBaseURL:        fmt.Sprintf("http://127.0.0.1:%d%s", p.git, gitserver.PathPrefix),
-		GitRoot:           filepath.Join(dir, "git"),
-		AuditWebhookURL:   fmt.Sprintf("https://127.0.0.1:%d%s", p.audit, AuditRoute),
-		KubeEtcdURL:       fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient),
+		Dir:                     dir,
+		LogDir:                  filepath.Join(dir, "logs"),
+		KubeAPIServerURL:        fmt.Sprintf("https://127.0.0.1:%d", p.kubeAPI),
+		KubeconfigAdmin:         filepath.Join(dir, "admin.kubeconfig"),
+		KubeconfigAlice:         filepath.Join(dir, "alice.kubeconfig"),
+		KubeconfigBob:           filepath.Join(dir, "bob.kubeconfig"),
+		KubeconfigServer:        filepath.Join(dir, "reverser-apiserver.kubeconfig"),
+		KubeconfigCtrl:          filepath.Join(dir, "reverser-controller.kubeconfig"),
+		KubeconfigFluxSource:    filepath.Join(dir, "flux-source-controller.kubeconfig"),
+		KubeconfigFluxKustomize: filepath.Join(dir, "flux-kustomize-controller.kubeconfig"),
+		MetricsURL:              fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics),
+		ReverserAPIServer:       fmt.Sprintf("https://127.0.0.1:%d", p.reverserAPI),
+		GitBaseURL:              fmt.Sprintf("http://127.0.0.1:%d%s", p.git, gitserver.PathPrefix),
+		GitRoot:                 filepath.Join(dir, "git"),
+		AuditWebhookURL:         fmt.Sprintf("https://127.0.0.1:%d%s", p.audit, AuditRoute),
+		KubeEtcdURL:             fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient),
 	}
 	controllerKubeURL := env.KubeAPIServerURL
 	if o.ControllerBlackhole {
@@ -229,6 +243,13 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	}
 	if err := waitHTTP(ctx, check, "git server", strings.TrimSuffix(env.GitBaseURL, gitserver.PathPrefix)+"/", plainClient(false), false); err != nil {
 		return nil, err
+	}
+
+	if o.FluxBin != "" {
+		step("Flux: CRDs, source-controller and kustomize-controller in %s", FluxNamespace)
+		if err := startFlux(ctx, env, o.FluxBin, p); err != nil {
+			return nil, err
+		}
 	}
 
 	env.ControllerDataDir = filepath.Join(dir, "controller")
@@ -412,6 +433,10 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 		{UserBob, "uid-bob", GroupDevs, env.KubeconfigBob, env.KubeAPIServerURL},
 		{"reverser-apiserver", "uid-reverser-apiserver", "", env.KubeconfigServer, env.KubeAPIServerURL},
 		{"reverser-controller", "uid-reverser-controller", "", env.KubeconfigCtrl, controllerKubeURL},
+		{UserFluxSource, "uid-flux-source", "system:serviceaccounts,system:serviceaccounts:" + FluxNamespace, env.KubeconfigFluxSource,
+			env.KubeAPIServerURL},
+		{UserFluxKustomize, "uid-flux-kustomize", "system:serviceaccounts,system:serviceaccounts:" + FluxNamespace,
+			env.KubeconfigFluxKustomize, env.KubeAPIServerURL},
 	}
 	var csv strings.Builder
 	for _, u := range users {
@@ -505,7 +530,8 @@ func freePorts() (ports, error) {
 		return l.Addr().(*net.TCPAddr).Port, nil
 	}
 	var p ports
-	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole} {
+	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole,
+		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth} {
 		n, err := next()
 		if err != nil {
 			return p, fmt.Errorf("finding a free port: %w", err)
@@ -514,6 +540,74 @@ func freePorts() (ports, error) {
 	}
 	return p, nil
 }
+
+// startFlux installs Flux's CRDs and starts its two controllers out of
+// cluster, on loopback ports, and waits until both are ready.
+func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
+	var manifests strings.Builder
+	manifests.WriteString(fluxManifests)
+	for _, c := range []string{"source", "kustomize"} {
+		files, err := filepath.Glob(filepath.Join(bin, "crds", c, "*.yaml"))
+		if err != nil || len(files) == 0 {
+			return fmt.Errorf("no Flux CRDs in %s (run hack/build-flux.sh): %v", filepath.Join(bin, "crds", c), err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			manifests.WriteString("\n---\n")
+			manifests.Write(data)
+		}
+	}
+	if err := kubectlApply(ctx, env.KubeconfigAdmin, manifests.String()); err != nil {
+		return fmt.Errorf("installing Flux's CRDs: %w", err)
+	}
+	env.FluxStorageURL = fmt.Sprintf("http://127.0.0.1:%d", p.fluxStorage)
+	if err := os.MkdirAll(filepath.Join(env.Dir, "flux-storage"), 0o755); err != nil {
+		return err
+	}
+	controllers := []struct {
+		name, kubeconfig string
+		health           int
+		args             []string
+	}{
+		{"source-controller", env.KubeconfigFluxSource, p.fluxSourceHealth, []string{
+			fmt.Sprintf("--metrics-addr=127.0.0.1:%d", p.fluxSourceMetrics),
+			"--storage-path=" + filepath.Join(env.Dir, "flux-storage"),
+			fmt.Sprintf("--storage-addr=127.0.0.1:%d", p.fluxStorage),
+			fmt.Sprintf("--storage-adv-addr=127.0.0.1:%d", p.fluxStorage),
+		}},
+		{"kustomize-controller", env.KubeconfigFluxKustomize, p.fluxKustomizeHealth, []string{
+			fmt.Sprintf("--metrics-addr=127.0.0.1:%d", p.fluxKustomizeMetrics),
+		}},
+	}
+	for _, c := range controllers {
+		args := append([]string{fmt.Sprintf("--health-addr=127.0.0.1:%d", c.health)}, c.args...)
+		check, err := startProcessEnv(env.Dir, env.LogDir, "flux-"+c.name, filepath.Join(bin, c.name),
+			[]string{"KUBECONFIG=" + c.kubeconfig, "RUNTIME_NAMESPACE=" + FluxNamespace}, args...)
+		if err != nil {
+			return err
+		}
+		if err := waitHTTP(ctx, check, c.name, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.health), plainClient(false), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fluxManifests are Flux's namespace and its controllers' rights.
+const fluxManifests = `apiVersion: v1
+kind: Namespace
+metadata: {name: ` + FluxNamespace + `}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: flux-controllers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "` + UserFluxSource + `"}
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "` + UserFluxKustomize + `"}`
 
 // waitTCP polls addr until it accepts a connection, for at most 30 seconds.
 func waitTCP(ctx context.Context, running func() error, addr string) error {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,11 @@ import (
 	"reverser.dev/reverser/test/controlplane"
 )
 
-var env *controlplane.Env
+var (
+	env *controlplane.Env
+	// fluxBin holds Flux's controllers, which the control plane runs.
+	fluxBin string
+)
 
 // pluginPath is where TestMain builds kubectl-reverser, relative to the repository.
 const pluginPath = "_output/e2e/bin/kubectl-reverser"
@@ -26,8 +31,10 @@ func TestMain(m *testing.M) {
 		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, pluginPath), "./cmd/kubectl-reverser"); err != nil {
 			return fmt.Errorf("building kubectl-reverser: %w", err)
 		}
-		return nil
-	}, func(e *controlplane.Env) { env = e })
+		var err error
+		fluxBin, err = controlplane.BuildFlux(ctx, root, os.Stdout)
+		return err
+	}, func(e *controlplane.Env) { env = e }, func(o *controlplane.Options) { o.FluxBin = fluxBin })
 }
 
 func output(ctx context.Context, dir, name string, args ...string) (string, error) {
