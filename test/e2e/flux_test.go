@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,16 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
 )
 
 // fluxSync creates, in flux-system, a GitRepository on url's branch main and
-// a Kustomization applying its folder path into namespace ns, both at a 24h
-// interval as a claimed applier has them, and returns the Kustomization's
-// name.
-func fluxSync(t *testing.T, url, path, ns string) string {
+// a Kustomization applying its folder path into namespace ns, both at
+// interval, and returns the Kustomization's name.
+func fluxSync(t *testing.T, url, path, ns, interval string) string {
 	t.Helper()
 	name := uniqueName("apps")
 	kubectlOK(t, controlplane.UserAdmin, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
@@ -26,7 +30,7 @@ metadata: {name: %[1]s, namespace: %[2]s}
 spec:
   url: %[3]s
   ref: {branch: main}
-  interval: 24h
+  interval: %[6]s
 ---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -36,8 +40,8 @@ spec:
   path: %[4]s
   targetNamespace: %[5]s
   prune: true
-  interval: 24h
-`, name, controlplane.FluxNamespace, url, path, ns), "apply", "-f", "-")
+  interval: %[6]s
+`, name, controlplane.FluxNamespace, url, path, ns, interval), "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = kubectl(controlplane.UserAdmin, "", "delete", "-n", controlplane.FluxNamespace, "kustomization,gitrepository", name, "--wait=false")
 	})
@@ -52,18 +56,9 @@ func TestFluxAppliesFromTheLocalGitServer(t *testing.T) {
 	url := createRepo(t, "flux")
 	work := filepath.Join(t.TempDir(), "work")
 	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
-	require.NoError(t, os.MkdirAll(filepath.Join(work, "apps"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(work, "apps", "app.yaml"), []byte(`apiVersion: v1
-kind: ConfigMap
-metadata: {name: app}
-data: {color: blue}
-`), 0o644))
-	git(t, work, "add", "-A")
-	git(t, work, "commit", "--quiet", "-m", "The app")
-	git(t, work, "push", "--quiet", "origin", "HEAD:main")
-	sha := git(t, work, "rev-parse", "HEAD")
+	sha := pushApp(t, work, "blue")
 
-	name := fluxSync(t, url, "./apps", ns)
+	name := fluxSync(t, url, "./apps", ns, "24h")
 	eventually(t, 2*time.Minute, "Flux applied the commit", func() (bool, error) {
 		out, err := kubectl(controlplane.UserAdmin, "", "get", "kustomization", "-n", controlplane.FluxNamespace, name,
 			"-o", "jsonpath={.status.lastAppliedRevision}")
@@ -74,4 +69,79 @@ data: {color: blue}
 	managers := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "--show-managed-fields",
 		"-o", "jsonpath={.metadata.managedFields[*].manager}")
 	require.Contains(t, managers, "kustomize-controller", "applied by Flux, as Flux")
+}
+
+// pushApp commits apps/app.yaml with color to the repository cloned in work
+// and returns the commit.
+func pushApp(t *testing.T, work, color string) string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Join(work, "apps"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(work, "apps", "app.yaml"), []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: app}
+data: {color: `+color+`}
+`), 0o644))
+	git(t, work, "add", "-A")
+	git(t, work, "commit", "--quiet", "-m", "The app is "+color)
+	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	return git(t, work, "rev-parse", "HEAD")
+}
+
+func fluxField(t *testing.T, resource, name, path string) string {
+	t.Helper()
+	out, _ := kubectl(controlplane.UserAdmin, "", "get", resource, "-n", controlplane.FluxNamespace, name, "-o", "jsonpath={"+path+"}")
+	return strings.TrimSpace(out)
+}
+
+// TestFluxScheduleTakenOverAndConverged (E1) drives the real Flux with
+// pkg/applier: once its schedule is held, Flux neither reverts a live edit
+// nor fetches a new commit on its own 5s interval; a converge fetches and
+// applies the new commit and reports its revision; the release gives the
+// 5s interval back.
+func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t, "fluxclaim")
+	url := createRepo(t, "fluxclaim")
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
+	first := pushApp(t, work, "blue")
+	name := fluxSync(t, url, "./apps", ns, "5s")
+	eventually(t, 2*time.Minute, "Flux applied the first commit", func() (bool, error) {
+		return strings.HasSuffix(fluxField(t, "kustomization", name, ".status.lastAppliedRevision"), first), nil
+	})
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
+	require.NoError(t, err)
+	flux := &applier.Flux{Client: dynamic.NewForConfigOrDie(cfg)}
+	ks := applier.Ref{Namespace: controlplane.FluxNamespace, Name: name}
+	require.NoError(t, flux.TakeOver(ctx, ks, "e2e/claim"))
+	t.Cleanup(func() { _ = flux.Release(ctx, ks, "e2e/claim") })
+	// Changing spec.interval makes both reconcile once more; after that
+	// only Reverser's requests do.
+	eventually(t, time.Minute, "Flux saw the held intervals", func() (bool, error) {
+		return fluxField(t, "kustomization", name, ".status.observedGeneration") == fluxField(t, "kustomization", name, ".metadata.generation") &&
+			fluxField(t, "gitrepository", name, ".status.observedGeneration") == fluxField(t, "gitrepository", name, ".metadata.generation"), nil
+	})
+
+	kubectlOK(t, controlplane.UserAdmin, "", "patch", "configmap", "-n", ns, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
+	second := pushApp(t, work, "green")
+	never(t, 20*time.Second, "Flux reverted the live edit or fetched on its own schedule", func() bool {
+		color := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "-o", "jsonpath={.data.color}")
+		return color != "red" || strings.HasSuffix(fluxField(t, "gitrepository", name, ".status.artifact.revision"), second)
+	})
+
+	c, err := flux.Request(ctx, ks, time.Now().UTC().Format(time.RFC3339Nano))
+	require.NoError(t, err)
+	var p applier.Progress
+	eventually(t, 2*time.Minute, "the converge done", func() (bool, error) {
+		p, err = flux.Follow(ctx, ks, c)
+		return p.Done, err
+	})
+	assert.Empty(t, p.Failure)
+	assert.Equal(t, "main@sha1:"+second, p.Applied)
+	assert.Equal(t, "green", kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "-o", "jsonpath={.data.color}"))
+
+	require.NoError(t, flux.Release(ctx, ks, "e2e/claim"))
+	assert.Equal(t, "5s", fluxField(t, "kustomization", name, ".spec.interval"))
+	assert.Equal(t, "5s", fluxField(t, "gitrepository", name, ".spec.interval"))
 }

@@ -1,0 +1,147 @@
+package applier
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+)
+
+func fluxObject(gvr schema.GroupVersionResource, kind, name, interval string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(gvr.GroupVersion().String())
+	u.SetKind(kind)
+	u.SetNamespace("flux-system")
+	u.SetName(name)
+	_ = unstructured.SetNestedField(u.Object, interval, "spec", "interval")
+	return u
+}
+
+func kustomization(name, repo string) *unstructured.Unstructured {
+	return fluxObject(Kustomizations, "Kustomization", name, "10m",
+		map[string]any{"sourceRef": map[string]any{"kind": "GitRepository", "name": repo}, "path": "./apps"})
+}
+
+func newFlux(objs ...runtime.Object) *Flux {
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		Kustomizations: "KustomizationList", GitRepositories: "GitRepositoryList"}, objs...)
+	return &Flux{Client: client}
+}
+
+func (f *Flux) get(t *testing.T, gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := f.Client.Resource(gvr).Namespace("flux-system").Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return obj
+}
+
+func interval(obj *unstructured.Unstructured) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "spec", "interval")
+	return v
+}
+
+// TestTakeOverAndReleaseGiveTheScheduleBackAsItWas (E1): a claim holds the
+// Kustomization's and its GitRepository's schedules; releasing it leaves
+// both exactly as they were.
+func TestTakeOverAndReleaseGiveTheScheduleBackAsItWas(t *testing.T) {
+	ctx := context.Background()
+	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	apps := kustomization("apps", "repo")
+	apps.SetAnnotations(map[string]string{"owner": "team"})
+	f := newFlux(apps, repo)
+	ks := Ref{Namespace: "flux-system", Name: "apps"}
+	before := f.get(t, Kustomizations, "apps")
+
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps"))
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps"), "idempotent")
+	held := f.get(t, Kustomizations, "apps")
+	assert.Equal(t, HeldInterval, interval(held))
+	assert.Equal(t, "team/apps", held.GetAnnotations()[ClaimedByAnnotation])
+	assert.Equal(t, "10m", held.GetAnnotations()[IntervalAnnotation])
+	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "repo")))
+
+	err := f.TakeOver(ctx, ks, "other/claim")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "held by FluxClaim team/apps already")
+
+	require.NoError(t, f.Release(ctx, ks, "team/apps"))
+	after := f.get(t, Kustomizations, "apps")
+	assert.Equal(t, "10m", interval(after))
+	assert.Equal(t, before.GetAnnotations(), after.GetAnnotations(), "no annotation of Reverser's is left")
+	gitRepo := f.get(t, GitRepositories, "repo")
+	assert.Equal(t, "1m", interval(gitRepo))
+	assert.Empty(t, gitRepo.GetAnnotations())
+	require.NoError(t, f.Release(ctx, ks, "team/apps"), "releasing twice is fine")
+}
+
+// TestASharedGitRepositoryIsReleasedByItsLastClaim: two Kustomizations of
+// one GitRepository, claimed by two claims: the source keeps the held
+// interval until both are released, then gets its own back.
+func TestASharedGitRepositoryIsReleasedByItsLastClaim(t *testing.T) {
+	ctx := context.Background()
+	repo := fluxObject(GitRepositories, "GitRepository", "repo", "5m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	f := newFlux(kustomization("a", "repo"), kustomization("b", "repo"), repo)
+	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "a"}, "team/a"))
+	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "b"}, "team/b"))
+	assert.Equal(t, "team/a,team/b", f.get(t, GitRepositories, "repo").GetAnnotations()[ClaimedByAnnotation])
+
+	require.NoError(t, f.Release(ctx, Ref{"flux-system", "a"}, "team/a"))
+	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "repo")), "b still holds it")
+	require.NoError(t, f.Release(ctx, Ref{"flux-system", "b"}, "team/b"))
+	assert.Equal(t, "5m", interval(f.get(t, GitRepositories, "repo")))
+}
+
+func TestOnlyGitRepositoriesAreFollowed(t *testing.T) {
+	ks := fluxObject(Kustomizations, "Kustomization", "oci", "10m", map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "x"}})
+	f := newFlux(ks)
+	err := f.TakeOver(context.Background(), Ref{"flux-system", "oci"}, "team/oci")
+	require.ErrorIs(t, err, ErrNotGitRepository)
+	assert.Equal(t, "10m", interval(f.get(t, Kustomizations, "oci")), "nothing changed")
+}
+
+// setStatus plays Flux's controllers: obj handled token.
+func (f *Flux) setStatus(t *testing.T, gvr schema.GroupVersionResource, name string, status map[string]any) {
+	t.Helper()
+	obj := f.get(t, gvr, name)
+	require.NoError(t, unstructured.SetNestedMap(obj.Object, status, "status"))
+	_, err := f.Client.Resource(gvr).Namespace("flux-system").Update(context.Background(), obj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// TestAConvergeFetchesThenApplies (E1): the GitRepository is asked first;
+// the Kustomization only once the fetch was handled; the converge ends
+// with the revision the Kustomization reports.
+func TestAConvergeFetchesThenApplies(t *testing.T) {
+	ctx := context.Background()
+	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	f := newFlux(kustomization("apps", "repo"), repo)
+	ks := Ref{"flux-system", "apps"}
+	c, err := f.Request(ctx, ks, "2026-11-30T12:00:00Z")
+	require.NoError(t, err)
+	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, GitRepositories, "repo").GetAnnotations()[RequestedAtAnnotation])
+	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "not before the fetch")
+
+	p, err := f.Follow(ctx, ks, c)
+	require.NoError(t, err)
+	assert.False(t, p.Done)
+	assert.False(t, c.Applying, "the fetch is not handled yet")
+
+	f.setStatus(t, GitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
+	p, err = f.Follow(ctx, ks, c)
+	require.NoError(t, err)
+	assert.False(t, p.Done)
+	assert.True(t, c.Applying)
+	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation])
+
+	f.setStatus(t, Kustomizations, "apps", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z",
+		"lastAppliedRevision": "main@sha1:0123", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
+	p, err = f.Follow(ctx, ks, c)
+	require.NoError(t, err)
+	assert.Equal(t, Progress{Done: true, Applied: "main@sha1:0123"}, p)
+}
