@@ -93,7 +93,7 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string) error {
 		return fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
 	if others := slices.DeleteFunc(claimsOf(obj), func(c string) bool { return c == claim }); len(others) > 0 {
-		return fmt.Errorf("Kustomization %s is held by FluxClaim %s already", ks, others[0])
+		return fmt.Errorf("the Kustomization %s is held by FluxClaim %s already", ks, others[0])
 	}
 	src, err := source(obj)
 	if err != nil {
