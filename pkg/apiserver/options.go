@@ -176,12 +176,13 @@ func (o *Options) config() (*Config, error) {
 	}
 	save := admission.NewSave(sc.Authorization.Authorizer, nsLabels)
 	rules := admission.NewRules(sc.Authorization.Authorizer, served)
-	for _, p := range []genericadmission.InitializationValidator{save, rules} {
+	claims := admission.NewClaims(sc.Authorization.Authorizer)
+	for _, p := range []genericadmission.InitializationValidator{save, rules, claims} {
 		if err := p.ValidateInitialization(); err != nil {
 			return nil, err
 		}
 	}
-	ours := genericadmission.NewChainHandler(save, rules)
+	ours := genericadmission.NewChainHandler(save, rules, claims)
 	if sc.AdmissionControl == nil {
 		sc.AdmissionControl = ours
 	} else {
@@ -193,7 +194,7 @@ func (o *Options) config() (*Config, error) {
 			return nil, err
 		}
 	}
-	return &Config{GenericConfig: sc, Save: save, Rules: rules}, nil
+	return &Config{GenericConfig: sc, Save: save, Rules: rules, Claims: claims}, nil
 }
 
 // prepareStandalone turns the delegating options into a self-contained

@@ -50,10 +50,12 @@ func init() {
 // Config is a complete server configuration.
 type Config struct {
 	GenericConfig *genericapiserver.RecommendedConfig
-	// Save is the admission plugin for CommitRequests and Rules the one for
-	// WatchRules and ClusterWatchRules; New wires their storage.
-	Save  *admission.Save
-	Rules *admission.Rules
+	// Save is the admission plugin for CommitRequests, Rules the one for
+	// WatchRules and ClusterWatchRules, Claims the one for FluxClaims and
+	// ArgoCDClaims; New wires their storage.
+	Save   *admission.Save
+	Rules  *admission.Rules
+	Claims *admission.Claims
 }
 
 // Server is a running reverser-apiserver.
@@ -79,6 +81,16 @@ func (c *Config) New() (*Server, error) {
 		return obj.(*reverser.GitTarget), nil
 	}
 	c.Save.SetGitTargetGetter(gitTarget)
+	remoteProvider := func(ctx context.Context, name string) (bool, error) {
+		obj, err := storage[kubeprovider.Kind.Resource].(*registry.REST).Get(ctx, name, &metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return !obj.(*reverser.KubeProvider).Spec.InCluster, nil
+	}
 	c.Rules.SetRemoteSource(func(ctx context.Context, namespace, name string) (bool, error) {
 		gt, err := gitTarget(ctx, namespace, name)
 		if apierrors.IsNotFound(err) {
@@ -87,15 +99,9 @@ func (c *Config) New() (*Server, error) {
 		if err != nil {
 			return false, err
 		}
-		obj, err := storage[kubeprovider.Kind.Resource].(*registry.REST).Get(ctx, gt.Spec.KubeProviderRef.Name, &metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		return !obj.(*reverser.KubeProvider).Spec.InCluster, nil
+		return remoteProvider(ctx, gt.Spec.KubeProviderRef.Name)
 	})
+	c.Claims.SetRemoteProvider(remoteProvider)
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(reverser.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.NegotiatedSerializer = withoutProtobuf{group.NegotiatedSerializer}

@@ -86,15 +86,19 @@ func Lends(ctx context.Context, kp *v1.KubeProvider, consumer, source string, la
 }
 
 // Access is one permission: verb on a resource of a group, in a namespace
-// ("" for cluster-scoped resources or cluster-wide reads).
+// ("" for cluster-scoped resources or cluster-wide reads), on one object
+// when Name is set.
 type Access struct {
-	Verb, Group, Resource, Namespace string
+	Verb, Group, Resource, Namespace, Name string
 }
 
 func (a Access) String() string {
 	res := a.Resource
 	if a.Group != "" {
 		res += "." + a.Group
+	}
+	if a.Name != "" {
+		return fmt.Sprintf("%s %s %s/%s", a.Verb, res, a.Namespace, a.Name)
 	}
 	if a.Namespace == "" {
 		return fmt.Sprintf("%s %s (cluster-wide)", a.Verb, res)
@@ -131,6 +135,30 @@ func Denied(user string, missing []Access) string {
 		user, strings.Join(parts, ", "))
 }
 
+// ClaimVerbs are what holding an applier does to the object it names:
+// Reverser rewrites its schedule and asks it to reconcile.
+var ClaimVerbs = []string{"get", "patch"}
+
+// ClaimAccess lists the permissions a claim on the applier object
+// (group, resource, namespace, name) needs.
+func ClaimAccess(group, resource, namespace, name string) []Access {
+	out := make([]Access, len(ClaimVerbs))
+	for i, verb := range ClaimVerbs {
+		out[i] = Access{Verb: verb, Group: group, Resource: resource, Namespace: namespace, Name: name}
+	}
+	return out
+}
+
+// DeniedClaim explains which permissions a claim's writer lacks.
+func DeniedClaim(user string, missing []Access) string {
+	parts := make([]string, len(missing))
+	for i, a := range missing {
+		parts[i] = a.String()
+	}
+	return fmt.Sprintf("user %q may not hand this applier to Reverser: it lacks %s; a claim acts only where its author may",
+		user, strings.Join(parts, ", "))
+}
+
 // Missing asks authz about each access for u and returns those it does not
 // allow. An authorizer that fails is an error, not a refusal.
 func Missing(ctx context.Context, authz authorizer.Authorizer, u user.Info, needed []Access) ([]Access, error) {
@@ -138,7 +166,7 @@ func Missing(ctx context.Context, authz authorizer.Authorizer, u user.Info, need
 	for _, acc := range needed {
 		decision, _, err := authz.Authorize(ctx, authorizer.AttributesRecord{
 			User: u, Verb: acc.Verb, APIGroup: acc.Group, APIVersion: "*", Resource: acc.Resource,
-			Namespace: acc.Namespace, ResourceRequest: true,
+			Namespace: acc.Namespace, Name: acc.Name, ResourceRequest: true,
 		})
 		if decision == authorizer.DecisionAllow {
 			continue

@@ -83,8 +83,9 @@ func TestRuleAccessAndMissing(t *testing.T) {
 	}
 	need := RuleAccess(gvrs, "team-a")
 	assert.Equal(t, []Access{
-		{"list", "", "configmaps", "team-a"}, {"watch", "", "configmaps", "team-a"},
-		{"list", "apps", "deployments", "team-a"}, {"watch", "apps", "deployments", "team-a"},
+		{Verb: "list", Resource: "configmaps", Namespace: "team-a"}, {Verb: "watch", Resource: "configmaps", Namespace: "team-a"},
+		{Verb: "list", Group: "apps", Resource: "deployments", Namespace: "team-a"},
+		{Verb: "watch", Group: "apps", Resource: "deployments", Namespace: "team-a"},
 	}, need, "each resource once, whatever its version")
 
 	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {

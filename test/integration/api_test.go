@@ -32,6 +32,42 @@ func TestAPI(t *testing.T) {
 	t.Run("FieldSelector", func(t *testing.T) { testFieldSelector(t, s) })
 	t.Run("Table", func(t *testing.T) { testTable(t, s, authz) })
 	t.Run("RuleAuthorization", func(t *testing.T) { testRuleAuthorization(t, s, authz) })
+	t.Run("ClaimAuthorization", func(t *testing.T) { testClaimAuthorization(t, s, authz) })
+}
+
+// testClaimAuthorization (attack): a namespace tenant may not hand Reverser
+// an applier she may not change herself, such as flux-system's: holding it
+// would rewrite its schedule with Reverser's rights. Whoever may is recorded
+// in status.authorizedBy, which nobody can write.
+func testClaimAuthorization(t *testing.T, s *testServer, authz *testAuthz) {
+	ctx := ctxT(t)
+	eve := s.as("eve", "tenants")
+	claim := fluxClaim("eve-claim")
+	_, err := eve.FluxClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "a tenant may not claim flux-system's Kustomization: %v", err)
+	assert.Contains(t, err.Error(), `user "eve" may not hand this applier to Reverser: it lacks `+
+		`get kustomizations.kustomize.toolkit.fluxcd.io flux-system/apps, patch kustomizations.kustomize.toolkit.fluxcd.io flux-system/apps`)
+
+	_, err = eve.ArgoCDClaims(ns).Create(ctx, argoCDClaim("eve-argo"), metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "nor an Argo CD Application: %v", err)
+	assert.Contains(t, err.Error(), "patch applications.argoproj.io")
+
+	authz.grant("eve", "get", "flux-system", "kustomizations", "apps")
+	authz.grant("eve", "patch", "flux-system", "kustomizations", "apps")
+	created, err := eve.FluxClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+	require.NoError(t, err, "she may change that Kustomization herself")
+	require.NotNil(t, created.Status.AuthorizedBy)
+	assert.Equal(t, "eve", created.Status.AuthorizedBy.Username)
+
+	forged := created.DeepCopy()
+	forged.Status.AuthorizedBy = &v1.Author{Username: "system:admin"}
+	updated, err := s.adminClient().FluxClaims(ns).UpdateStatus(ctx, forged, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "eve", updated.Status.AuthorizedBy.Username, "a status write cannot change who authorised the claim")
+
+	updated.Spec.KustomizationRef.Name = "infra"
+	_, err = eve.FluxClaims(ns).Update(ctx, updated, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "an update is checked like a create: %v", err)
 }
 
 // testRuleAuthorization: whoever writes a rule's spec must be allowed to

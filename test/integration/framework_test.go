@@ -138,12 +138,22 @@ func withDefaults(cfg *rest.Config) *rest.Config {
 // only what grantRead gives them; save is granted per (user, namespace,
 // name), "*" meaning every name.
 type testAuthz struct {
-	mu    sync.Mutex
-	saves map[string]bool
-	reads map[string]bool
+	mu     sync.Mutex
+	saves  map[string]bool
+	reads  map[string]bool
+	grants map[string]bool // user/verb/namespace/resource/name
 }
 
-func newTestAuthz() *testAuthz { return &testAuthz{saves: map[string]bool{}, reads: map[string]bool{}} }
+func newTestAuthz() *testAuthz {
+	return &testAuthz{saves: map[string]bool{}, reads: map[string]bool{}, grants: map[string]bool{}}
+}
+
+// grant lets user do verb on one object, for the tenants group.
+func (a *testAuthz) grant(user, verb, namespace, resource, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.grants[user+"/"+verb+"/"+namespace+"/"+resource+"/"+name] = true
+}
 
 func (a *testAuthz) grantRead(user, namespace, resource string) {
 	a.mu.Lock()
@@ -191,6 +201,8 @@ func (a *testAuthz) Authorize(_ context.Context, attrs authorizer.Attributes) (a
 			return authorizer.DecisionAllow, "", nil
 		case (attrs.GetVerb() == "list" || attrs.GetVerb() == "watch") &&
 			a.reads[attrs.GetUser().GetName()+"/"+attrs.GetNamespace()+"/"+attrs.GetResource()]:
+			return authorizer.DecisionAllow, "", nil
+		case a.grants[attrs.GetUser().GetName()+"/"+attrs.GetVerb()+"/"+attrs.GetNamespace()+"/"+attrs.GetResource()+"/"+attrs.GetName()]:
 			return authorizer.DecisionAllow, "", nil
 		}
 	}

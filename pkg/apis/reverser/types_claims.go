@@ -51,6 +51,12 @@ type ApplierClaimStatus struct {
 	// lastAppliedRevision is the revision the applier reports as applied.
 	// +optional
 	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+	// authorizedBy is the user whose rights the claim acts with: the one who
+	// created it or last changed its spec, written by the API server after it
+	// checked that they may patch the applier object the claim names. Clients
+	// cannot set or change it.
+	// +optional
+	AuthorizedBy *Author `json:"authorizedBy,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

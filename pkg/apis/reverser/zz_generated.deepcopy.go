@@ -29,6 +29,11 @@ func (in *ApplierClaimStatus) DeepCopyInto(out *ApplierClaimStatus) {
 		*out = new(ApplierOperation)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.AuthorizedBy != nil {
+		in, out := &in.AuthorizedBy, &out.AuthorizedBy
+		*out = new(Author)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 

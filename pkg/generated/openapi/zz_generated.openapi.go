@@ -2854,11 +2854,17 @@ func schema_pkg_apis_reverser_v1alpha1_ApplierClaimStatus(ref common.ReferenceCa
 							Format:      "",
 						},
 					},
+					"authorizedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "authorizedBy is the user whose rights the claim acts with: the one who created it or last changed its spec, written by the API server after it checked that they may patch the applier object the claim names. Clients cannot set or change it.",
+							Ref:         ref(v1alpha1.Author{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName(), v1alpha1.ApplierOperation{}.OpenAPIModelName()},
+			v1.Condition{}.OpenAPIModelName(), v1alpha1.ApplierOperation{}.OpenAPIModelName(), v1alpha1.Author{}.OpenAPIModelName()},
 	}
 }
 

@@ -2,6 +2,8 @@
 package argocdclaim
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -18,6 +20,19 @@ var Kind = &registry.Kind[*reverser.ArgoCDClaim]{
 	Namespaced: true,
 	New:        func() *reverser.ArgoCDClaim { return &reverser.ArgoCDClaim{} },
 	NewList:    func() runtime.Object { return &reverser.ArgoCDClaimList{} },
+	// The claim acts with the rights of whoever wrote its spec last; the
+	// claims admission check has made sure they have them.
+	PrepareForCreate: func(ctx context.Context, o *reverser.ArgoCDClaim) {
+		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
+	},
+	PrepareForUpdate: func(ctx context.Context, o, old *reverser.ArgoCDClaim) {
+		if registry.SpecChanged(o, old) {
+			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
+		}
+	},
+	PrepareStatusUpdate: func(o, old *reverser.ArgoCDClaim) {
+		o.Status.AuthorizedBy = old.Status.AuthorizedBy
+	},
 	Validate: func(o *reverser.ArgoCDClaim) field.ErrorList {
 		return validation.ValidateArgoCDClaimSpec(&o.Spec, field.NewPath("spec"))
 	},

@@ -23,6 +23,11 @@ type ApplierClaimStatusApplyConfiguration struct {
 	Operation *ApplierOperationApplyConfiguration `json:"operation,omitempty"`
 	// lastAppliedRevision is the revision the applier reports as applied.
 	LastAppliedRevision *string `json:"lastAppliedRevision,omitempty"`
+	// authorizedBy is the user whose rights the claim acts with: the one who
+	// created it or last changed its spec, written by the API server after it
+	// checked that they may patch the applier object the claim names. Clients
+	// cannot set or change it.
+	AuthorizedBy *AuthorApplyConfiguration `json:"authorizedBy,omitempty"`
 }
 
 // ApplierClaimStatusApplyConfiguration constructs a declarative configuration of the ApplierClaimStatus type for use with
@@ -65,5 +70,13 @@ func (b *ApplierClaimStatusApplyConfiguration) WithOperation(value *ApplierOpera
 // If called multiple times, the LastAppliedRevision field is set to the value of the last call.
 func (b *ApplierClaimStatusApplyConfiguration) WithLastAppliedRevision(value string) *ApplierClaimStatusApplyConfiguration {
 	b.LastAppliedRevision = &value
+	return b
+}
+
+// WithAuthorizedBy sets the AuthorizedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AuthorizedBy field is set to the value of the last call.
+func (b *ApplierClaimStatusApplyConfiguration) WithAuthorizedBy(value *AuthorApplyConfiguration) *ApplierClaimStatusApplyConfiguration {
+	b.AuthorizedBy = value
 	return b
 }
