@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/controller/claims"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/pkg/controller/mirror"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
@@ -135,6 +137,11 @@ func run(ctx context.Context, o options) error {
 			}
 			return w, domain, true
 		}}, rev, factory))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync})
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
 		if err := serveAudit(ctx, o, ingress); err != nil {
@@ -176,6 +183,11 @@ func run(ctx context.Context, o options) error {
 		go func() {
 			if err := saves.Run(ctx, 2); err != nil {
 				klog.ErrorS(err, "CommitRequest controller stopped")
+			}
+		}()
+		go func() {
+			if err := held.Run(ctx, 1); err != nil {
+				klog.ErrorS(err, "FluxClaim controller stopped")
 			}
 		}()
 		if err := c.Run(ctx, 2); err != nil {

@@ -120,6 +120,10 @@ rules:
 - apiGroups: ["*"]
   resources: ["*"]
   verbs: [get, list, watch]
+# FluxClaims: the schedules of the Kustomizations and GitRepositories held.
+- apiGroups: [kustomize.toolkit.fluxcd.io, source.toolkit.fluxcd.io]
+  resources: [kustomizations, gitrepositories]
+  verbs: [patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

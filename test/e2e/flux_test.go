@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
 )
@@ -144,4 +147,71 @@ func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 	require.NoError(t, flux.Release(ctx, ks, "e2e/claim"))
 	assert.Equal(t, "5s", fluxField(t, "kustomization", name, ".spec.interval"))
 	assert.Equal(t, "5s", fluxField(t, "gitrepository", name, ".spec.interval"))
+}
+
+// claimState reads the FluxClaim's Ready reason and the operation it
+// reports.
+func claimState(t *testing.T, ns, name string) (reason string, op *v1.ApplierOperation, finalizers []string) {
+	t.Helper()
+	var claim v1.FluxClaim
+	out, err := kubectl(admin, "", "get", "fluxclaim", "-n", ns, name, "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &claim) != nil {
+		return "", nil, nil
+	}
+	if c := meta.FindStatusCondition(claim.Status.Conditions, v1.ConditionReady); c != nil {
+		reason = c.Reason
+	}
+	return reason, claim.Status.Operation, claim.Finalizers
+}
+
+// TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt (E1): a FluxClaim
+// that a GitTarget names holds the Kustomization's schedule (Flux no longer
+// reverts a live edit on its 5s interval), runs the Startup converge to the
+// revision Flux applied, and gives the schedule back once no GitTarget names
+// it; deleting it afterwards leaves nothing behind.
+func TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt(t *testing.T) {
+	appNS := namespace(t, "fluxapp")
+	url := createRepo(t, "fluxapp")
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
+	first := pushApp(t, work, "blue")
+	ks := fluxSync(t, url, "./apps", appNS, "5s")
+	eventually(t, 2*time.Minute, "Flux applied the first commit", func() (bool, error) {
+		return strings.HasSuffix(fluxField(t, "kustomization", ks, ".status.lastAppliedRevision"), first), nil
+	})
+
+	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
+    resources: [configmaps]`, targetSpec: "  applierRef: {kind: FluxClaim, name: apps}"})
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: apps, namespace: %s}
+spec:
+  kubeProviderRef: {name: local}
+  kustomizationRef: {namespace: %s, name: %s}
+`, f.ns, controlplane.FluxNamespace, ks), "apply", "-f", "-")
+	eventually(t, 2*time.Minute, "the claim holding Flux, its Startup converge done", func() (bool, error) {
+		reason, op, _ := claimState(t, f.ns, "apps")
+		return reason == "Holding" && op != nil && op.Reason == v1.ConvergeStartup && op.FinishedAt != nil &&
+			op.Revision == "main@sha1:"+first, nil
+	})
+	assert.Equal(t, applier.HeldInterval, fluxField(t, "kustomization", ks, ".spec.interval"))
+	assert.Equal(t, applier.HeldInterval, fluxField(t, "gitrepository", ks, ".spec.interval"))
+	eventually(t, time.Minute, "Flux saw the held interval", func() (bool, error) {
+		return fluxField(t, "kustomization", ks, ".status.observedGeneration") == fluxField(t, "kustomization", ks, ".metadata.generation"), nil
+	})
+
+	kubectlOK(t, admin, "", "patch", "configmap", "-n", appNS, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
+	never(t, 15*time.Second, "Flux reverted the live edit on its own schedule", func() bool {
+		return kubectlOK(t, admin, "", "get", "configmap", "-n", appNS, "app", "-o", "jsonpath={.data.color}") != "red"
+	})
+
+	kubectlOK(t, admin, "", "patch", "gittarget", "-n", f.ns, "site", "--type=json", "-p", `[{"op":"remove","path":"/spec/applierRef"}]`)
+	eventually(t, time.Minute, "the claim released once no GitTarget names it", func() (bool, error) {
+		reason, _, finalizers := claimState(t, f.ns, "apps")
+		return reason == "NotNamed" && len(finalizers) == 0, nil
+	})
+	assert.Equal(t, "5s", fluxField(t, "kustomization", ks, ".spec.interval"), "the schedule is given back as it was")
+	assert.Equal(t, "5s", fluxField(t, "gitrepository", ks, ".spec.interval"))
+	assert.Empty(t, fluxField(t, "kustomization", ks, `.metadata.annotations.reverser\.dev/claimed-by`))
+	kubectlOK(t, admin, "", "delete", "fluxclaim", "-n", f.ns, "apps", "--timeout=60s")
 }
