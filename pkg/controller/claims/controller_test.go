@@ -1,0 +1,59 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/applier"
+)
+
+// TestAWithdrawnRightEndsTheHold (tenancy): the claim is held only while the
+// user who authorised it may still get and patch the Kustomization; the
+// refusal names what is missing.
+func TestAWithdrawnRightEndsTheHold(t *testing.T) {
+	allowed := map[string]bool{"get": true, "patch": true}
+	c := &Controller{cfg: Config{Authorizer: authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetUser().GetName() == "eve" && allowed[a.GetVerb()] && a.GetName() == "apps" && a.GetNamespace() == "flux-system" &&
+			a.GetResource() == "kustomizations" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})}}
+	claim := &v1.FluxClaim{Spec: v1.FluxClaimSpec{KustomizationRef: v1.ObjectReference{Namespace: "flux-system", Name: "apps"}},
+		Status: v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "eve"}}}
+	refusal, err := c.authorized(context.Background(), claim)
+	assert.NoError(t, err)
+	assert.Empty(t, refusal, "eve may")
+
+	allowed["patch"] = false
+	refusal, err = c.authorized(context.Background(), claim)
+	assert.NoError(t, err)
+	assert.Contains(t, refusal, `user "eve" may not hand this applier to Reverser: it lacks patch kustomizations.kustomize.toolkit.fluxcd.io flux-system/apps`)
+
+	claim.Status.AuthorizedBy = nil
+	refusal, _ = c.authorized(context.Background(), claim)
+	assert.Contains(t, refusal, "nobody is recorded as having authorised this claim")
+}
+
+func TestReasonFor(t *testing.T) {
+	gr := schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", Resource: "kustomizations"}
+	for err, want := range map[error]string{
+		&meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: gr.Group, Kind: "Kustomization"}}: "CRDNotInstalled",
+		apierrors.NewNotFound(gr, "apps"):                                    "ApplierNotFound",
+		apierrors.NewForbidden(gr, "apps", errors.New("no")):                 "Forbidden",
+		fmt.Errorf("taking over: %w", applier.ErrNotGitRepository):           "UnsupportedSource",
+		errors.New("the Kustomization a/b is held by FluxClaim x/y already"): "HeldByAnotherClaim",
+		errors.New("boom"): "ApplierFailing",
+	} {
+		assert.Equal(t, want, reasonFor(err), "%v", err)
+	}
+}
