@@ -18,3 +18,18 @@ func RequestAuthor(ctx context.Context) *reverser.Author {
 	}
 	return &reverser.Author{Username: u.GetName(), UID: u.GetUID(), Groups: append([]string(nil), u.GetGroups()...)}
 }
+
+// StampsAuthorizer makes k keep, in the status field that authorizedBy
+// returns, the user who created the object or last changed its spec (an
+// admission plugin has checked their rights); status writes and metadata
+// changes keep it, and no client can set it. It returns k.
+func StampsAuthorizer[T Object](k *Kind[T], authorizedBy func(T) **reverser.Author) *Kind[T] {
+	k.PrepareForCreate = func(ctx context.Context, o T) { *authorizedBy(o) = RequestAuthor(ctx) }
+	k.PrepareForUpdate = func(ctx context.Context, o, old T) {
+		if SpecChanged(o, old) {
+			*authorizedBy(o) = RequestAuthor(ctx)
+		}
+	}
+	k.PrepareStatusUpdate = func(o, old T) { *authorizedBy(o) = *authorizedBy(old) }
+	return k
+}

@@ -62,11 +62,7 @@ func TestFluxAppliesFromTheLocalGitServer(t *testing.T) {
 	sha := pushApp(t, work, "blue")
 
 	name := fluxSync(t, url, "./apps", ns, "24h")
-	eventually(t, 2*time.Minute, "Flux applied the commit", func() (bool, error) {
-		out, err := kubectl(controlplane.UserAdmin, "", "get", "kustomization", "-n", controlplane.FluxNamespace, name,
-			"-o", "jsonpath={.status.lastAppliedRevision}")
-		return strings.HasSuffix(strings.TrimSpace(out), sha), err
-	})
+	waitApplied(t, name, sha)
 	out := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "-o", "jsonpath={.data.color}")
 	require.Equal(t, "blue", out)
 	managers := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "--show-managed-fields",
@@ -90,6 +86,14 @@ data: {color: `+color+`}
 	return git(t, work, "rev-parse", "HEAD")
 }
 
+// waitApplied waits until the Kustomization name reports sha applied.
+func waitApplied(t *testing.T, name, sha string) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "Flux applied "+sha, func() (bool, error) {
+		return strings.HasSuffix(fluxField(t, "kustomization", name, ".status.lastAppliedRevision"), sha), nil
+	})
+}
+
 func fluxField(t *testing.T, resource, name, path string) string {
 	t.Helper()
 	out, _ := kubectl(controlplane.UserAdmin, "", "get", resource, "-n", controlplane.FluxNamespace, name, "-o", "jsonpath={"+path+"}")
@@ -109,9 +113,7 @@ func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
 	first := pushApp(t, work, "blue")
 	name := fluxSync(t, url, "./apps", ns, "5s")
-	eventually(t, 2*time.Minute, "Flux applied the first commit", func() (bool, error) {
-		return strings.HasSuffix(fluxField(t, "kustomization", name, ".status.lastAppliedRevision"), first), nil
-	})
+	waitApplied(t, name, first)
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
 	require.NoError(t, err)
@@ -176,9 +178,7 @@ func TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt(t *testing.T) {
 	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
 	first := pushApp(t, work, "blue")
 	ks := fluxSync(t, url, "./apps", appNS, "5s")
-	eventually(t, 2*time.Minute, "Flux applied the first commit", func() (bool, error) {
-		return strings.HasSuffix(fluxField(t, "kustomization", ks, ".status.lastAppliedRevision"), first), nil
-	})
+	waitApplied(t, ks, first)
 
 	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
     resources: [configmaps]`, targetSpec: "  applierRef: {kind: FluxClaim, name: apps}"})

@@ -2,8 +2,6 @@
 package argocdclaim
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -13,26 +11,16 @@ import (
 )
 
 // Kind describes ArgoCDClaim storage.
-var Kind = &registry.Kind[*reverser.ArgoCDClaim]{
+//
+// The claim acts with the rights of whoever wrote its spec last; the
+// claims admission check has made sure they have them.
+var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.ArgoCDClaim]{
 	Resource:   "argocdclaims",
 	Singular:   "argocdclaim",
 	ShortNames: []string{"argoclaim"},
 	Namespaced: true,
 	New:        func() *reverser.ArgoCDClaim { return &reverser.ArgoCDClaim{} },
 	NewList:    func() runtime.Object { return &reverser.ArgoCDClaimList{} },
-	// The claim acts with the rights of whoever wrote its spec last; the
-	// claims admission check has made sure they have them.
-	PrepareForCreate: func(ctx context.Context, o *reverser.ArgoCDClaim) {
-		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-	},
-	PrepareForUpdate: func(ctx context.Context, o, old *reverser.ArgoCDClaim) {
-		if registry.SpecChanged(o, old) {
-			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-		}
-	},
-	PrepareStatusUpdate: func(o, old *reverser.ArgoCDClaim) {
-		o.Status.AuthorizedBy = old.Status.AuthorizedBy
-	},
 	Validate: func(o *reverser.ArgoCDClaim) field.ErrorList {
 		return validation.ValidateArgoCDClaimSpec(&o.Spec, field.NewPath("spec"))
 	},
@@ -51,4 +39,4 @@ var Kind = &registry.Kind[*reverser.ArgoCDClaim]{
 			return string(o.Status.Operation.Reason)
 		}},
 	}},
-}
+}, func(o *reverser.ArgoCDClaim) **reverser.Author { return &o.Status.AuthorizedBy })

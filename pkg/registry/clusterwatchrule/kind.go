@@ -2,8 +2,6 @@
 package clusterwatchrule
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -13,26 +11,16 @@ import (
 )
 
 // Kind describes ClusterWatchRule storage.
-var Kind = &registry.Kind[*reverser.ClusterWatchRule]{
+//
+// The rule reads with the rights of whoever wrote its spec last; the
+// rules admission check has made sure they have them.
+var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.ClusterWatchRule]{
 	Resource:   "clusterwatchrules",
 	Singular:   "clusterwatchrule",
 	ShortNames: []string{"cwr"},
 	Namespaced: false,
 	New:        func() *reverser.ClusterWatchRule { return &reverser.ClusterWatchRule{} },
 	NewList:    func() runtime.Object { return &reverser.ClusterWatchRuleList{} },
-	// The rule reads with the rights of whoever wrote its spec last; the
-	// rules admission check has made sure they have them.
-	PrepareForCreate: func(ctx context.Context, o *reverser.ClusterWatchRule) {
-		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-	},
-	PrepareForUpdate: func(ctx context.Context, o, old *reverser.ClusterWatchRule) {
-		if registry.SpecChanged(o, old) {
-			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-		}
-	},
-	PrepareStatusUpdate: func(o, old *reverser.ClusterWatchRule) {
-		o.Status.AuthorizedBy = old.Status.AuthorizedBy
-	},
 	Validate: func(o *reverser.ClusterWatchRule) field.ErrorList {
 		return validation.ValidateClusterWatchRuleSpec(&o.Spec, field.NewPath("spec"))
 	},
@@ -42,4 +30,4 @@ var Kind = &registry.Kind[*reverser.ClusterWatchRule]{
 		}},
 		registry.ReadyColumn[*reverser.ClusterWatchRule]("Whether every rule resolved."),
 	}},
-}
+}, func(o *reverser.ClusterWatchRule) **reverser.Author { return &o.Status.AuthorizedBy })

@@ -2,8 +2,6 @@
 package fluxclaim
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -13,26 +11,16 @@ import (
 )
 
 // Kind describes FluxClaim storage.
-var Kind = &registry.Kind[*reverser.FluxClaim]{
+//
+// The claim acts with the rights of whoever wrote its spec last; the
+// claims admission check has made sure they have them.
+var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.FluxClaim]{
 	Resource:   "fluxclaims",
 	Singular:   "fluxclaim",
 	ShortNames: []string{"fc"},
 	Namespaced: true,
 	New:        func() *reverser.FluxClaim { return &reverser.FluxClaim{} },
 	NewList:    func() runtime.Object { return &reverser.FluxClaimList{} },
-	// The claim acts with the rights of whoever wrote its spec last; the
-	// claims admission check has made sure they have them.
-	PrepareForCreate: func(ctx context.Context, o *reverser.FluxClaim) {
-		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-	},
-	PrepareForUpdate: func(ctx context.Context, o, old *reverser.FluxClaim) {
-		if registry.SpecChanged(o, old) {
-			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-		}
-	},
-	PrepareStatusUpdate: func(o, old *reverser.FluxClaim) {
-		o.Status.AuthorizedBy = old.Status.AuthorizedBy
-	},
 	Validate: func(o *reverser.FluxClaim) field.ErrorList {
 		return validation.ValidateFluxClaimSpec(&o.Spec, field.NewPath("spec"))
 	},
@@ -51,4 +39,4 @@ var Kind = &registry.Kind[*reverser.FluxClaim]{
 			return string(o.Status.Operation.Reason)
 		}},
 	}},
-}
+}, func(o *reverser.FluxClaim) **reverser.Author { return &o.Status.AuthorizedBy })

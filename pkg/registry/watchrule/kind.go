@@ -2,8 +2,6 @@
 package watchrule
 
 import (
-	"context"
-
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -13,26 +11,16 @@ import (
 )
 
 // Kind describes WatchRule storage.
-var Kind = &registry.Kind[*reverser.WatchRule]{
+//
+// The rule reads with the rights of whoever wrote its spec last; the
+// rules admission check has made sure they have them.
+var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.WatchRule]{
 	Resource:   "watchrules",
 	Singular:   "watchrule",
 	ShortNames: []string{"wr"},
 	Namespaced: true,
 	New:        func() *reverser.WatchRule { return &reverser.WatchRule{} },
 	NewList:    func() runtime.Object { return &reverser.WatchRuleList{} },
-	// The rule reads with the rights of whoever wrote its spec last; the
-	// rules admission check has made sure they have them.
-	PrepareForCreate: func(ctx context.Context, o *reverser.WatchRule) {
-		o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-	},
-	PrepareForUpdate: func(ctx context.Context, o, old *reverser.WatchRule) {
-		if registry.SpecChanged(o, old) {
-			o.Status.AuthorizedBy = registry.RequestAuthor(ctx)
-		}
-	},
-	PrepareStatusUpdate: func(o, old *reverser.WatchRule) {
-		o.Status.AuthorizedBy = old.Status.AuthorizedBy
-	},
 	Validate: func(o *reverser.WatchRule) field.ErrorList {
 		return validation.ValidateWatchRuleSpec(&o.Spec, field.NewPath("spec"))
 	},
@@ -46,4 +34,4 @@ var Kind = &registry.Kind[*reverser.WatchRule]{
 		}},
 		registry.ReadyColumn[*reverser.WatchRule]("Whether every rule resolved."),
 	}},
-}
+}, func(o *reverser.WatchRule) **reverser.Author { return &o.Status.AuthorizedBy })
