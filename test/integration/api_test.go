@@ -65,9 +65,15 @@ func testClaimAuthorization(t *testing.T, s *testServer, authz *testAuthz) {
 	require.NoError(t, err)
 	assert.Equal(t, "eve", updated.Status.AuthorizedBy.Username, "a status write cannot change who authorised the claim")
 
-	updated.Spec.KustomizationRef.Name = "infra"
-	_, err = eve.FluxClaims(ns).Update(ctx, updated, metav1.UpdateOptions{})
-	require.True(t, apierrors.IsForbidden(err), "an update is checked like a create: %v", err)
+	moved := updated.DeepCopy()
+	moved.Spec.KustomizationRef.Name = "infra"
+	_, err = eve.FluxClaims(ns).Update(ctx, moved, metav1.UpdateOptions{})
+	invalid(t, err, "spec.kustomizationRef", nil) // another applier is another claim
+
+	mallory := s.as("mallory", "tenants")
+	updated.Spec.CatchUpAfter = &metav1.Duration{Duration: 5 * time.Minute}
+	_, err = mallory.FluxClaims(ns).Update(ctx, updated, metav1.UpdateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "a spec change is checked like a create, for whoever makes it: %v", err)
 }
 
 // testRuleAuthorization: whoever writes a rule's spec must be allowed to

@@ -21,6 +21,9 @@ var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.ArgoCDClaim]{
 	Namespaced: true,
 	New:        func() *reverser.ArgoCDClaim { return &reverser.ArgoCDClaim{} },
 	NewList:    func() runtime.Object { return &reverser.ArgoCDClaimList{} },
+	ValidateUpdate: func(o, old *reverser.ArgoCDClaim) field.ErrorList {
+		return validation.ValidateArgoCDClaimUpdate(&o.Spec, &old.Spec, field.NewPath("spec"))
+	},
 	Validate: func(o *reverser.ArgoCDClaim) field.ErrorList {
 		return validation.ValidateArgoCDClaimSpec(&o.Spec, field.NewPath("spec"))
 	},

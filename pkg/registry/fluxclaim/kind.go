@@ -21,6 +21,9 @@ var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.FluxClaim]{
 	Namespaced: true,
 	New:        func() *reverser.FluxClaim { return &reverser.FluxClaim{} },
 	NewList:    func() runtime.Object { return &reverser.FluxClaimList{} },
+	ValidateUpdate: func(o, old *reverser.FluxClaim) field.ErrorList {
+		return validation.ValidateFluxClaimUpdate(&o.Spec, &old.Spec, field.NewPath("spec"))
+	},
 	Validate: func(o *reverser.FluxClaim) field.ErrorList {
 		return validation.ValidateFluxClaimSpec(&o.Spec, field.NewPath("spec"))
 	},

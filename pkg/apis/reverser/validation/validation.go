@@ -588,6 +588,19 @@ func ValidateFluxClaimSpec(spec *reverser.FluxClaimSpec, fld *field.Path) field.
 	return append(errs, validateDuration(spec.CatchUpAfter, false, fld.Child("catchUpAfter"))...)
 }
 
+// ValidateFluxClaimUpdate checks the fields that cannot change: a claim
+// holds the applier it names, so naming another is a new claim.
+func ValidateFluxClaimUpdate(spec, old *reverser.FluxClaimSpec, fld *field.Path) field.ErrorList {
+	errs := apivalidation.ValidateImmutableField(spec.KubeProviderRef, old.KubeProviderRef, fld.Child("kubeProviderRef"))
+	return append(errs, apivalidation.ValidateImmutableField(spec.KustomizationRef, old.KustomizationRef, fld.Child("kustomizationRef"))...)
+}
+
+// ValidateArgoCDClaimUpdate checks the fields that cannot change.
+func ValidateArgoCDClaimUpdate(spec, old *reverser.ArgoCDClaimSpec, fld *field.Path) field.ErrorList {
+	errs := apivalidation.ValidateImmutableField(spec.KubeProviderRef, old.KubeProviderRef, fld.Child("kubeProviderRef"))
+	return append(errs, apivalidation.ValidateImmutableField(spec.ApplicationRef, old.ApplicationRef, fld.Child("applicationRef"))...)
+}
+
 // ValidateArgoCDClaimSpec checks an ArgoCDClaim's spec.
 func ValidateArgoCDClaimSpec(spec *reverser.ArgoCDClaimSpec, fld *field.Path) field.ErrorList {
 	errs := validateName(spec.KubeProviderRef.Name, fld.Child("kubeProviderRef", "name"))
