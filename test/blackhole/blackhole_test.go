@@ -52,10 +52,7 @@ func roundTrip(c net.Conn, r *bufio.Reader, within time.Duration) (string, error
 func TestStalledConnectionsStayStalledAndNewOnesWork(t *testing.T) {
 	control := filepath.Join(t.TempDir(), "control")
 	addr := start(t, control)
-	old, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer old.Close()
-	oldR := bufio.NewReader(old)
+	old, oldR := dial(t, addr)
 	line, err := roundTrip(old, oldR, 5*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "ping\n", line, "forwarded before the stall")
@@ -96,6 +93,15 @@ func start(t *testing.T, control string) string {
 	return addr
 }
 
+// dial connects to addr for the rest of the test.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bufio.NewReader(c)
+}
+
 // accepts says whether something listens on addr.
 func accepts(addr string) bool {
 	c, err := net.Dial("tcp", addr)
@@ -108,11 +114,8 @@ func accepts(addr string) bool {
 func TestRefuseClosesConnectionsAndRefusesNewOnes(t *testing.T) {
 	control := filepath.Join(t.TempDir(), "control")
 	addr := start(t, control)
-	old, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer old.Close()
-	oldR := bufio.NewReader(old)
-	_, err = roundTrip(old, oldR, 5*time.Second)
+	old, oldR := dial(t, addr)
+	_, err := roundTrip(old, oldR, 5*time.Second)
 	require.NoError(t, err)
 
 	require.NoError(t, os.WriteFile(control, []byte(Refuse), 0o644))

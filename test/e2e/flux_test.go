@@ -55,19 +55,27 @@ spec:
 // Flux controllers, which fetch from the local Git server and apply what
 // they find, as the applier tests need.
 func TestFluxAppliesFromTheLocalGitServer(t *testing.T) {
-	ns := namespace(t, "flux")
-	url := createRepo(t, "flux")
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
-	sha := pushApp(t, work, "blue")
-
-	name := fluxSync(t, url, "./apps", ns, "24h")
-	waitApplied(t, name, sha)
+	ns, _, _, _ := fluxApp(t, "flux", "24h")
 	out := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "-o", "jsonpath={.data.color}")
 	require.Equal(t, "blue", out)
 	managers := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "--show-managed-fields",
 		"-o", "jsonpath={.metadata.managedFields[*].manager}")
 	require.Contains(t, managers, "kustomize-controller", "applied by Flux, as Flux")
+}
+
+// fluxApp sets up what the Flux tests start from: a namespace, a repository
+// whose apps/app.yaml is a ConfigMap "app" of color blue, cloned in work,
+// and a Kustomization at interval that has applied it into the namespace.
+func fluxApp(t *testing.T, prefix, interval string) (ns, work, kustomization, first string) {
+	t.Helper()
+	ns = namespace(t, prefix)
+	url := createRepo(t, prefix)
+	work = filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
+	first = pushApp(t, work, "blue")
+	kustomization = fluxSync(t, url, "./apps", ns, interval)
+	waitApplied(t, kustomization, first)
+	return ns, work, kustomization, first
 }
 
 // pushApp commits apps/app.yaml with color to the repository cloned in work
@@ -107,13 +115,7 @@ func fluxField(t *testing.T, resource, name, path string) string {
 // 5s interval back.
 func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, "fluxclaim")
-	url := createRepo(t, "fluxclaim")
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
-	first := pushApp(t, work, "blue")
-	name := fluxSync(t, url, "./apps", ns, "5s")
-	waitApplied(t, name, first)
+	ns, work, name, _ := fluxApp(t, "fluxclaim", "5s")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
 	require.NoError(t, err)
@@ -172,13 +174,7 @@ func claimState(t *testing.T, ns, name string) (reason string, op *v1.ApplierOpe
 // revision Flux applied, and gives the schedule back once no GitTarget names
 // it; deleting it afterwards leaves nothing behind.
 func TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt(t *testing.T) {
-	appNS := namespace(t, "fluxapp")
-	url := createRepo(t, "fluxapp")
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
-	first := pushApp(t, work, "blue")
-	ks := fluxSync(t, url, "./apps", appNS, "5s")
-	waitApplied(t, ks, first)
+	appNS, _, ks, first := fluxApp(t, "fluxapp", "5s")
 
 	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
     resources: [configmaps]`, targetSpec: "  applierRef: {kind: FluxClaim, name: apps}"})
