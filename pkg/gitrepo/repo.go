@@ -355,3 +355,38 @@ func (r *Repo) FindTrailer(head plumbing.Hash, trailer string, limit int) (strin
 	}
 	return "", nil
 }
+
+// ErrUnknownCommit: a commit the local repository does not hold.
+var ErrUnknownCommit = errors.New("commit not in the local repository")
+
+// Holds says whether commit is head or one of its ancestors within limit
+// commits of head. It fails with ErrUnknownCommit when head is not in the
+// local repository (a revision fetched by someone else).
+func (r *Repo) Holds(head, commit plumbing.Hash, limit int) (bool, error) {
+	if head == commit {
+		return true, nil
+	}
+	seen := map[plumbing.Hash]bool{head: true}
+	queue := []plumbing.Hash{head}
+	for n := 0; len(queue) > 0 && n < limit; n++ {
+		h := queue[0]
+		queue = queue[1:]
+		c, err := r.repo.CommitObject(h)
+		if errors.Is(err, plumbing.ErrObjectNotFound) && h == head {
+			return false, fmt.Errorf("%w: %s", ErrUnknownCommit, h)
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading commit %s: %w", h, err)
+		}
+		for _, p := range c.ParentHashes {
+			if p == commit {
+				return true, nil
+			}
+			if !seen[p] {
+				seen[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return false, nil
+}

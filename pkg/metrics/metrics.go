@@ -117,7 +117,34 @@ var (
 	})
 )
 
+// Applier metrics.
+var (
+	// Converges counts the converges sent to claimed appliers, by reason
+	// (Startup, ForeignCommit, Repair, CatchUp) and outcome (applied,
+	// fell_short, abandoned, failed, error).
+	Converges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_converges_total",
+		Help: "Converges asked of claimed appliers, by reason and outcome: applied, fell_short (an older revision was applied), abandoned (yielded to a live edit), failed (the applier reported a failure), error (it could not be asked or followed).",
+	}, []string{"reason", "outcome"})
+	// ApplyWindowBarriers counts apply-window barriers by outcome.
+	ApplyWindowBarriers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_apply_window_barriers_total",
+		Help: "Apply-window barriers, by outcome: met (every stream handled the newest resourceVersion of its collection), timed_out (not within two minutes), failed (a collection could not be listed, or its resourceVersions are not numbers).",
+	}, []string{"outcome"})
+	// ApplyWindowEchoes counts the applier's writes kept out of Git.
+	ApplyWindowEchoes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "reverser_apply_window_echoes_total",
+		Help: "Writes an applier made during an apply window, judged echoes of Git and not mirrored.",
+	})
+	// ApplyWindowCollisions counts echoes that reverted what Git holds.
+	ApplyWindowCollisions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "reverser_apply_window_collisions_total",
+		Help: "Applier writes during an apply window that differ from what Git holds (an edit the apply reverted): Git keeps the edit and a Repair converge puts it back.",
+	})
+)
+
 func init() {
+	Registry.MustRegister(Converges, ApplyWindowBarriers, ApplyWindowEchoes, ApplyWindowCollisions)
 	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
 	Registry.MustRegister(WatchEvents, WatchErrors, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,10 @@ type Change struct {
 	// Snapshot marks the stream's initial state: what the cluster held when
 	// the stream started, not an edit anybody made just now.
 	Snapshot bool
+	// Manager is the field manager of the object's newest managedFields
+	// entry: who wrote it last, where no audit fact says (an applier's
+	// echo is told by it).
+	Manager string
 }
 
 // Sink receives a stream's changes: a branch worker.
@@ -73,8 +78,21 @@ func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstru
 	return Change{
 		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
 		GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
-		UID: u.GetUID(),
+		UID: u.GetUID(), Manager: lastManager(u),
 	}
+}
+
+// lastManager is the manager of obj's newest managedFields entry; of two
+// entries of the same second, the later in the list.
+func lastManager(u *unstructured.Unstructured) string {
+	var manager string
+	var newest time.Time
+	for _, e := range u.GetManagedFields() {
+		if e.Time != nil && !e.Time.Time.Before(newest) {
+			manager, newest = e.Manager, e.Time.Time
+		}
+	}
+	return manager
 }
 
 // Stream watches one scope for one GitTarget. Watch is the only source of
@@ -88,12 +106,19 @@ func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstru
 // (a handler checks the stream's context first); a call already under way
 // finishes before Stop returns.
 type Stream struct {
-	Scope  Scope
+	Scope Scope
+	// list lists the stream's collection, for barriers.
+	list   dynamic.ResourceInterface
 	cancel context.CancelFunc
-	done   chan struct{}
-	synced atomic.Bool
-	mu     sync.Mutex
-	err    error
+	// handled is the newest resourceVersion of an event the stream has
+	// handed on (or passed over); numeric is false once one was not a
+	// number, which barriers cannot compare.
+	handled    atomic.Uint64
+	notNumeric atomic.Bool
+	done       chan struct{}
+	synced     atomic.Bool
+	mu         sync.Mutex
+	err        error
 }
 
 // StartStream starts watching scope and feeding sink for the GitTarget key
@@ -105,6 +130,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 	if ns == "*" {
 		ns = metav1.NamespaceAll
 	}
+	s.list = client.Resource(scope.GVR).Namespace(ns)
 	inf := newInformer(client, scope.GVR, ns)
 	// Lists and watches that fail to start come here; errors inside a
 	// watch (410 Expired) are counted by newInformer.
@@ -127,6 +153,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		if !ok {
 			return
 		}
+		defer s.handle(u.GetResourceVersion()) // after the sink has it
 		s.setErr(nil)
 		if outcome, skip := Skip(gr, u); skip {
 			metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
@@ -164,6 +191,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 			if !ok {
 				return
 			}
+			defer s.handle(u.GetResourceVersion())
 			if _, skip := Skip(gr, u); skip {
 				return
 			}
@@ -254,6 +282,78 @@ func (s *Stream) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
+}
+
+// handle records that the event at resourceVersion rv was handed on.
+func (s *Stream) handle(rv string) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		s.notNumeric.Store(true)
+		return
+	}
+	for cur := s.handled.Load(); n > cur && !s.handled.CompareAndSwap(cur, n); cur = s.handled.Load() {
+	}
+}
+
+// ErrNotNumeric: a source whose resourceVersions are not numbers cannot
+// answer a barrier.
+var ErrNotNumeric = errors.New("the source's resourceVersions are not numbers")
+
+// newest lists the stream's collection and returns the newest
+// resourceVersion of an object in it (0 when empty).
+func (s *Stream) newest(ctx context.Context) (uint64, error) {
+	var newest uint64
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := s.list.List(ctx, opts)
+		if err != nil {
+			return 0, fmt.Errorf("listing %s: %w", s.Scope, err)
+		}
+		for i := range list.Items {
+			n, err := strconv.ParseUint(list.Items[i].GetResourceVersion(), 10, 64)
+			if err != nil {
+				return 0, ErrNotNumeric
+			}
+			newest = max(newest, n)
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return newest, nil
+		}
+	}
+}
+
+// Barrier waits until every stream has handed on an event at or past the
+// newest resourceVersion its collection held when Barrier was called: then
+// every write made before it is in the sink's queue. It polls every poll
+// until ctx is done.
+func Barrier(ctx context.Context, streams []*Stream, poll time.Duration) error {
+	marks := make([]uint64, len(streams))
+	for i, s := range streams {
+		n, err := s.newest(ctx)
+		if err != nil {
+			return err
+		}
+		marks[i] = n
+	}
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	for {
+		met := true
+		for i, s := range streams {
+			if s.notNumeric.Load() {
+				return ErrNotNumeric
+			}
+			met = met && s.handled.Load() >= marks[i]
+		}
+		if met {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+	}
 }
 
 // Synced says whether the initial state has been delivered.

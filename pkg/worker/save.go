@@ -50,6 +50,11 @@ type SaveRequest struct {
 	GiveUpAt time.Time
 	// Done hears the outcome, from the worker's goroutine; it must not block.
 	Done func(SaveResult)
+	// Applied, when set, hears how the apply of the pushed commit goes,
+	// from the worker's goroutine; it must not block. CatchUp asks a
+	// converge for it right after the push.
+	Applied func(ApplyResult)
+	CatchUp bool
 
 	queued time.Time
 }

@@ -59,6 +59,11 @@ type Target struct {
 	// Authors decides who made each change; nil authors everything as the
 	// committer.
 	Authors Attributor
+	// Scopes are the streams that feed the target: a converge waits until
+	// each has delivered its initial state.
+	Scopes []watch.Scope
+	// Claim, when set, is the applier the target's held claim hands over.
+	Claim *Claim
 }
 
 // Attributor decides the author of a change. ready=false means its fact may
@@ -113,6 +118,9 @@ type Worker struct {
 	commitRetryAt time.Time
 	// closing makes Run return once the mailbox is applied.
 	closing bool
+	// fetched: the worker has fetched once, so a head that differs from
+	// pushed afterwards is someone else's.
+	fetched bool
 	// unpacked counts commits pushed since the last repack; repackAfter of
 	// them make the next push repack the local repository.
 	unpacked, repackAfter int
@@ -135,6 +143,8 @@ type target struct {
 	// they must be swept against the current head.
 	synced []watch.Scope
 	sweep  bool
+	// apply drives the claimed applier; nil without a claim.
+	apply *applyState
 }
 
 // pendingChange is a change waiting to join its author's window. Once its
@@ -237,11 +247,13 @@ func (w *Worker) do(ctx context.Context, f func()) {
 // SetTarget adds or updates a target. It never blocks.
 func (w *Worker) SetTarget(_ context.Context, t Target) {
 	w.post(func() {
-		if cur, ok := w.targets[t.Key]; ok {
-			cur.cfg = t
-			return
+		cur, ok := w.targets[t.Key]
+		if !ok {
+			cur = &target{desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{}}
+			w.targets[t.Key] = cur
 		}
-		w.targets[t.Key] = &target{cfg: t, desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{}}
+		cur.cfg = t
+		w.setClaim(cur, t.Claim)
 	})
 }
 
@@ -267,9 +279,7 @@ func (w *Worker) SetCommitter(committer gitrepo.Signature) {
 func (w *Worker) Close() {
 	w.post(func() {
 		for _, key := range w.sortedTargets() {
-			for _, s := range w.targets[key].saves {
-				w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
-			}
+			w.forget(w.targets[key])
 		}
 		w.targets = map[string]*target{}
 		w.closing = true
@@ -282,12 +292,20 @@ func (w *Worker) Close() {
 func (w *Worker) RemoveTarget(_ context.Context, key string) {
 	w.post(func() {
 		if t, ok := w.targets[key]; ok {
-			for _, s := range t.saves {
-				w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
-			}
+			w.forget(t)
 		}
 		delete(w.targets, key)
 	})
+}
+
+// forget ends what waits on a target that stops being mirrored here.
+func (w *Worker) forget(t *target) {
+	for _, s := range t.saves {
+		w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
+	}
+	if t.apply != nil {
+		w.dropClaim(t, "the GitTarget stopped being mirrored here")
+	}
 }
 
 // Change records an object's new document (nil content: deleted). It waits
@@ -367,9 +385,15 @@ func (w *Worker) resolvePending(t *target) error {
 			}
 			continue
 		}
+		if w.echo(t, ch.Change, author) {
+			continue
+		}
 		if err := w.apply(t, ch.Change, author); err != nil {
 			t.pending = append(kept, t.pending[i:]...) // keeps the author it resolved
 			return err
+		}
+		if !ch.Snapshot {
+			t.noteLiveEdit()
 		}
 	}
 	clear(t.pending[len(kept):])
@@ -516,6 +540,12 @@ func (w *Worker) step(ctx context.Context) {
 				return
 			}
 		}
+		if t.apply != nil {
+			if err := w.stepApply(ctx, t); err != nil {
+				w.failCommit(fmt.Errorf("committing for %s before a converge: %w", key, err))
+				return
+			}
+		}
 	}
 	if w.head != w.pushed && !now.Before(w.retryAt) {
 		w.push(ctx)
@@ -547,6 +577,9 @@ func (w *Worker) nextWake() time.Duration {
 		}
 		if !t.retryAt.IsZero() {
 			consider(t.retryAt)
+		}
+		if t.apply != nil {
+			t.apply.wake(now, consider)
 		}
 	}
 	if !w.ready || w.head != w.pushed {
@@ -680,11 +713,15 @@ func (w *Worker) push(ctx context.Context) {
 			metrics.EditToPush.Observe(now.Sub(c.seen).Seconds())
 			if c.save != nil {
 				w.endSave(c.save, SaveResult{Outcome: SaveCommitted, Commit: c.sha})
+				if c.save.Applied != nil {
+					w.followApply(w.targets[c.target], c.sha, c.save.CatchUp, c.save.Applied)
+				}
 			}
 		}
 		w.unpacked += len(w.unpushed)
 		w.unpushed = nil
 		w.pushed, w.backoff, w.lastErr = w.head, 0, nil
+		w.pushedForAppliers(now)
 		if w.unpacked >= w.repackAfter {
 			// Everything worth keeping is on the branch now.
 			if err := w.repo.Repack(); err != nil {
@@ -727,13 +764,27 @@ func (w *Worker) reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return w.moveTo(head)
+}
+
+// moveTo makes head, fetched, the worker's base. A head someone else pushed
+// is re-asserted against, except by claimed targets, whose applier applies
+// it instead.
+func (w *Worker) moveTo(head plumbing.Hash) error {
 	index, err := w.repo.Files(head)
 	if err != nil {
 		return err
 	}
-	w.head, w.pushed, w.index, w.ready = head, head, index, true
+	moved := w.fetched && head != w.pushed
+	w.head, w.pushed, w.index, w.ready, w.fetched = head, head, index, true, true
+	if moved {
+		w.reassert = true
+	}
 	for _, t := range w.targets {
 		t.sweep = len(t.synced) > 0
+		if moved && t.apply != nil {
+			w.foreignArrived(t)
+		}
 	}
 	return nil
 }
@@ -787,6 +838,9 @@ func (w *Worker) replay() error {
 		now := w.clock.Now()
 		for _, key := range w.sortedTargets() {
 			t := w.targets[key]
+			if t.apply != nil {
+				continue // its applier puts the foreign commits on the cluster
+			}
 			for p, d := range t.desired {
 				if w.index[p] != gitrepo.BlobHash(d.content) {
 					w.touch(t, w.committer, p, d.desc, now)

@@ -1,0 +1,355 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/watch"
+)
+
+// fakeApplier applies the remote branch as it is when a converge is sent,
+// as Flux's source fetch does. Converges finish at the first Follow unless
+// held.
+type fakeApplier struct {
+	f *fixture
+	// mu guards what follows: the worker's goroutine and the test read it.
+	mu   sync.Mutex
+	ops  []*fakeOp
+	hold bool
+	// applies overrides, once each, the revision a converge reports.
+	applies []string
+}
+
+type fakeOp struct {
+	a                *fakeApplier
+	rev              string
+	resumed, applied bool
+}
+
+func (a *fakeApplier) Send(context.Context, string) (Operation, error) {
+	out, err := exec.Command("git", "-C", a.f.bare, "rev-parse", "main").Output()
+	if err != nil {
+		return nil, fmt.Errorf("no branch to apply: %w", err)
+	}
+	op := &fakeOp{a: a, rev: strings.TrimSpace(string(out))}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.applies) > 0 {
+		op.rev, a.applies = a.applies[0], a.applies[1:]
+	}
+	a.ops = append(a.ops, op)
+	return op, nil
+}
+
+func (o *fakeOp) Follow(_ context.Context, resume func() bool) (ApplyProgress, error) {
+	o.a.mu.Lock()
+	defer o.a.mu.Unlock()
+	if o.a.hold {
+		return ApplyProgress{}, nil
+	}
+	if !o.resumed {
+		o.resumed = true
+		if !resume() {
+			return ApplyProgress{Done: true, Abandoned: true}, nil
+		}
+	}
+	o.applied = true
+	return ApplyProgress{Done: true, Revision: o.rev}, nil
+}
+
+func (a *fakeApplier) setHold(hold bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hold = hold
+}
+
+// sent is how many converges were sent; applied how many applied.
+func (a *fakeApplier) sent() (sent, applied int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, op := range a.ops {
+		if op.applied {
+			applied++
+		}
+	}
+	return len(a.ops), applied
+}
+
+func (a *fakeApplier) lastRev() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ops[len(a.ops)-1].rev
+}
+
+type reports struct {
+	mu   sync.Mutex
+	list []ApplyReport
+}
+
+func (r *reports) add(rep ApplyReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, rep)
+}
+
+func (r *reports) reasons() (started, finished []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.list {
+		if rep.Finished.IsZero() {
+			started = append(started, rep.Reason)
+		} else {
+			finished = append(finished, rep.Reason)
+		}
+	}
+	return started, finished
+}
+
+var (
+	flux      = gitrepo.Signature{Name: "flux", Email: "flux@example.com"}
+	demoScope = watch.Scope{GVR: cmGVR, Namespace: "demo"}
+)
+
+// claimed starts a worker whose one target is claimed by a fake applier,
+// authors by the changes' ResourceVersion field, and delivers its initial
+// state when the test says, on a branch with one commit.
+func claimed(t *testing.T, catchUpAfter time.Duration) (*clocked, Target, *fakeApplier, *reports) {
+	url, bare := serveRepo(t)
+	(&fixture{t: t, url: url, bare: bare}).seedRemote(map[string]string{"README.md": "apps\n"}, "seed")
+	a := &fakeApplier{}
+	reps := &reports{}
+	tg := site
+	tg.Window = Window{Silence: 5 * time.Second, MaxAge: time.Minute}
+	tg.Authors = &authors{waiting: map[string]bool{}}
+	tg.Scopes = []watch.Scope{demoScope}
+	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux},
+		Grace: 10 * time.Second, Poll: 30 * time.Second, Report: reps.add}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	a.f = c.fixture
+	return c, tg, a, reps
+}
+
+func TestTheStartupConvergeWaitsForTheInitialStateAndFlushesFirst(t *testing.T) {
+	c, tg, a, reps := claimed(t, 0)
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.step(time.Second)
+	sent, _ := a.sent()
+	require.Zero(t, sent, "no converge before every stream delivered its initial state")
+
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	sent, applied := a.sent()
+	require.Equal(t, 1, sent, "the Startup converge goes once the state is complete")
+	assert.Equal(t, 1, applied)
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"),
+		"alice's open window was committed and pushed before the converge, 4s before its silence")
+	assert.Equal(t, c.git(c.bare, "rev-parse", "main"), a.lastRev(), "the applier applied the tip that holds the edit")
+	started, finished := reps.reasons()
+	assert.Equal(t, []string{ReasonStartup}, started)
+	assert.Equal(t, []string{ReasonStartup}, finished)
+
+	c.step(time.Hour)
+	sent, _ = a.sent()
+	assert.Equal(t, 1, sent, "an applier at the tip costs nothing")
+}
+
+func TestCatchUpAfterCostsOneApplyForABurstOfCommits(t *testing.T) {
+	c, tg, a, reps := claimed(t, time.Minute)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	for i := range 10 {
+		c.changeBy(tg, "a", "alice", "a: "+string(rune('0'+i)))
+		c.step(5 * time.Second) // each closes its window: ten commits
+	}
+	require.Equal(t, 11, c.commitCount(), "ten commits on the seed commit")
+	sent, _ := a.sent()
+	require.Equal(t, 1, sent, "only the Startup converge within the first minute behind")
+	c.step(15*time.Second - time.Millisecond)
+	sent, _ = a.sent()
+	require.Equal(t, 1, sent, "behind since the first push, 59.999s ago")
+	c.step(time.Millisecond)
+	sent, applied := a.sent()
+	require.Equal(t, 2, sent, "one CatchUp for the whole burst")
+	assert.Equal(t, 2, applied)
+	assert.Equal(t, c.git(c.bare, "rev-parse", "main"), a.lastRev())
+	_, finished := reps.reasons()
+	assert.Equal(t, []string{ReasonStartup, ReasonCatchUp}, finished)
+	c.step(10 * time.Minute)
+	sent, _ = a.sent()
+	assert.Equal(t, 2, sent, "at the tip, the interval asks nothing")
+}
+
+func TestAnIntervalConvergeYieldsToALiveEditMirroredAfterItsSend(t *testing.T) {
+	c, tg, a, reps := claimed(t, time.Minute)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.step(5 * time.Second)
+	a.setHold(true)
+	c.step(time.Minute) // the CatchUp is sent and held
+	sent, _ := a.sent()
+	require.Equal(t, 2, sent)
+	c.changeBy(tg, "b", "bob", "b: 1") // a live edit after the send
+	a.setHold(false)
+	c.step(time.Second)
+	sent, applied := a.sent()
+	assert.Equal(t, 2, sent)
+	assert.Equal(t, 1, applied, "the CatchUp gave way before it applied")
+	c.step(5 * time.Second) // bob's window commits
+	c.step(time.Minute - 6*time.Second)
+	sent, _ = a.sent()
+	assert.Equal(t, 2, sent, "a fresh interval from the yield")
+	c.step(time.Second)
+	sent, applied = a.sent()
+	assert.Equal(t, 3, sent)
+	assert.Equal(t, 2, applied)
+	assert.Equal(t, c.git(c.bare, "rev-parse", "main"), a.lastRev(), "the tip with bob's edit")
+	reps.mu.Lock()
+	defer reps.mu.Unlock()
+	assert.Contains(t, reps.list[3].Failure, "yielded to a live edit")
+}
+
+func TestAForeignCommitIsAppliedNotReasserted(t *testing.T) {
+	c, tg, a, reps := claimed(t, 0)
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	foreign := c.seedRemote(map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 2\n",
+		"clusters/dev/demo/configmaps/new.yaml": "new: 1\n"}, "by hand")
+	c.step(30 * time.Second) // the poll finds it
+	sent, _ := a.sent()
+	require.Equal(t, 2, sent)
+	assert.Equal(t, foreign, a.lastRev(), "the foreign commit is applied")
+	_, finished := reps.reasons()
+	assert.Equal(t, []string{ReasonStartup, ReasonForeignCommit}, finished)
+	c.step(time.Minute)
+	assert.Equal(t, foreign, c.git(c.bare, "rev-parse", "main"), "neither re-asserted nor swept: the applier puts it on the cluster")
+
+	// Its echoes, equal to Git, write nothing.
+	c.changeBy(tg, "a", "flux", "a: 2")
+	c.changeBy(tg, "new", "flux", "new: 1")
+	c.step(time.Minute)
+	assert.Equal(t, foreign, c.git(c.bare, "rev-parse", "main"))
+}
+
+func TestARevertByTheApplierIsKeptOutOfGitAndRepaired(t *testing.T) {
+	c, tg, a, reps := claimed(t, 0)
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	first := c.git(c.bare, "rev-parse", "main")
+
+	foreign := c.seedRemote(map[string]string{"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"}, "by hand")
+	a.setHold(true)
+	c.step(30 * time.Second)             // ForeignCommit sent, held
+	c.changeBy(tg, "a", "alice", "a: 2") // alice edits during the apply
+	c.changeBy(tg, "a", "flux", "a: 1")  // and the apply reverts her
+	c.changeBy(tg, "b", "flux", "b: 1")  // an echo of Git
+	a.setHold(false)
+	c.step(time.Second)
+	sent, applied := a.sent()
+	require.Equal(t, 3, sent, "Startup, ForeignCommit, and the Repair")
+	assert.Equal(t, 3, applied)
+	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "Git keeps alice's edit, flushed before the Repair")
+	assert.Equal(t, c.git(c.bare, "rev-parse", "main"), a.lastRev(), "the Repair applies it")
+	_, finished := reps.reasons()
+	assert.Equal(t, []string{ReasonStartup, ReasonForeignCommit, ReasonRepair}, finished)
+	assert.Equal(t, []string{"alice|Reverser: create ConfigMap demo/a", "Foreign|by hand", "alice|Reverser: update ConfigMap demo/a"},
+		c.log()[1:], "flux's writes became no commit")
+	c.git(c.bare, "merge-base", "--is-ancestor", first, "main")
+	c.git(c.bare, "merge-base", "--is-ancestor", foreign, "main")
+
+	// The Repair's echo, equal to Git, is no collision; a write after the
+	// window is mirrored as anybody's.
+	c.changeBy(tg, "a", "flux", "a: 2")
+	c.step(time.Minute)
+	sent, _ = a.sent()
+	assert.Equal(t, 3, sent)
+}
+
+func TestAnApplyOfAnOlderCommitIsAskedAgain(t *testing.T) {
+	c, tg, a, reps := claimed(t, 0)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	seed := c.git(c.bare, "rev-parse", "main")
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.step(5 * time.Second)
+	a.mu.Lock()
+	a.applies = []string{seed} // the applier's source had not fetched yet
+	a.mu.Unlock()
+	var mu sync.Mutex
+	var results []ApplyResult
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: gitrepo.Signature{Name: "alice", Email: "alice@example.com"},
+		Message: "Save", Empty: true, Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {}, CatchUp: true,
+		Applied: func(r ApplyResult) { mu.Lock(); results = append(results, r); mu.Unlock() }})
+	c.settle()
+	c.step(time.Second) // the fell-short converge's backoff
+	c.step(time.Second)
+	sent, _ := a.sent()
+	require.Equal(t, 3, sent, "Startup, the save's CatchUp that fell short, and the one asked again")
+	head := c.git(c.bare, "rev-parse", "main")
+	assert.Equal(t, head, a.lastRev())
+	mu.Lock()
+	defer mu.Unlock()
+	var seen []string
+	for _, r := range results {
+		seen = append(seen, r.Reason)
+	}
+	assert.Equal(t, []string{"Applying", "Retrying", "Applied"}, seen, "the save never hears Applied for the older commit")
+	assert.Equal(t, head, results[len(results)-1].Revision)
+	assert.True(t, results[len(results)-1].Settled)
+	_, finished := reps.reasons()
+	assert.Equal(t, []string{ReasonStartup, ReasonCatchUp, ReasonCatchUp}, finished)
+}
+
+func TestASaveOnATargetWithoutAClaimHasNothingToApply(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	var got ApplyResult
+	done := make(chan struct{})
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: site.Key, Author: committer, Message: "Empty", Empty: true,
+		Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {}, CatchUp: true,
+		Applied: func(r ApplyResult) { got = r; close(done) }})
+	c.settle()
+	c.settle()
+	<-done
+	assert.Equal(t, "NoApplierClaim", got.Reason)
+	assert.True(t, got.Settled)
+}
+
+func TestADroppedClaimSettlesItsWaitingSaves(t *testing.T) {
+	c, tg, a, _ := claimed(t, time.Hour)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	var mu sync.Mutex
+	var last ApplyResult
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: gitrepo.Signature{Name: "alice", Email: "alice@example.com"},
+		Message: "Save", Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {},
+		Applied: func(r ApplyResult) { mu.Lock(); last = r; mu.Unlock() }})
+	c.settle()
+	c.settle()
+	mu.Lock()
+	assert.Equal(t, "Applying", last.Reason, "waiting for the claim's catch-up")
+	mu.Unlock()
+	sent, _ := a.sent()
+	assert.Equal(t, 1, sent, "AsDefinedOnClaim asks no converge of its own")
+	tg.Claim = nil
+	c.w.SetTarget(c.ctx, tg)
+	c.settle()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, "ApplierGone", last.Reason)
+	assert.True(t, last.Settled)
+}
