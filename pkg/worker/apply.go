@@ -393,7 +393,7 @@ func (w *Worker) sendConverge(ctx context.Context, t *target) bool {
 	}
 	a.pending, a.yields = "", false
 	a.behindSince = now // the catch-up clock starts again on every send
-	w.report(t, ApplyReport{Reason: a.inflight.reason, Head: a.inflight.head.String(), Started: now})
+	w.report(t, ApplyReport{Reason: a.inflight.reason, Head: w.revision(a.inflight.head), Started: now})
 	return true
 }
 
@@ -414,7 +414,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 	now := w.clock.Now()
 	a.inflight = nil
 	w.openGrace(t, now)
-	rep := ApplyReport{Reason: in.reason, Head: in.head.String(), Started: in.started, Finished: now}
+	rep := ApplyReport{Reason: in.reason, Head: w.revision(in.head), Started: in.started, Finished: now}
 	switch {
 	case p.Abandoned:
 		// An interval converge that yielded to a live edit waits a fresh interval.
@@ -424,15 +424,15 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 		rep.Failure = "yielded to a live edit mirrored after it was sent; the next one waits a fresh catchUpAfter"
 	case p.Failure != "":
 		metrics.Converges.WithLabelValues(in.reason, "failed").Inc()
-		rep.Applied, rep.Failure = p.Revision, p.Failure
+		rep.Applied, rep.Failure = w.revision(plumbing.NewHash(p.Revision)), p.Failure
 		w.retrySaves(t, in, "the applier failed to apply: "+p.Failure)
 		w.applyBackoff(t, errors.New(p.Failure))
 		if a.pending == "" {
 			a.pending = in.reason
 		}
 	default:
-		rep.Applied = p.Revision
 		applied := plumbing.NewHash(p.Revision)
+		rep.Applied = w.revision(applied)
 		short, err := w.olderThan(applied, in.head)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Reading the applied revision", "gitTarget", t.cfg.Key)
@@ -455,11 +455,15 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 		a.waiting = append(in.saves, a.waiting...)
 		w.settleWaiting(t, applied)
 	}
-	rep.LastAppliedRevision = a.applied.String()
-	if !a.known {
-		rep.LastAppliedRevision = ""
+	if a.known {
+		rep.LastAppliedRevision = w.revision(a.applied)
 	}
 	w.report(t, rep)
+}
+
+// revision names a commit of the branch as Flux does: "main@sha1:<sha>".
+func (w *Worker) revision(h plumbing.Hash) string {
+	return w.repo.Branch() + "@sha1:" + h.String()
 }
 
 // openGrace opens the apply window's grace after a converge and takes its
@@ -499,7 +503,7 @@ func (w *Worker) settleWaiting(t *target, applied plumbing.Hash) {
 			continue
 		}
 		if holds || errors.Is(err, gitrepo.ErrUnknownCommit) {
-			s.done(ApplyResult{Reason: "Applied", Revision: applied.String(), Settled: true,
+			s.done(ApplyResult{Reason: "Applied", Revision: w.revision(applied), Settled: true,
 				Message: fmt.Sprintf("the applier applied %.7s, which holds the commit", applied)})
 			continue
 		}

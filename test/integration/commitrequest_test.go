@@ -258,3 +258,49 @@ func TestASaveFoundAfterARestartIsReportedNotRepeated(t *testing.T) {
 	assert.Equal(t, h.saver.found, cr.Status.Commit)
 	assert.Equal(t, 0, h.saver.count(), "the save found on the branch is not made again")
 }
+
+// TestAppliedIsReportedAndRetentionWaitsForIt (E3): a committed save reports
+// its apply in the Applied condition and status.appliedRevision as the
+// worker hears it, never changing Ready, and is stamped for deletion only
+// once Applied is settled.
+func TestAppliedIsReportedAndRetentionWaitsForIt(t *testing.T) {
+	h := startSaves(t, time.Hour)
+	ctx := ctxT(t)
+	asked := make(chan worker.SaveRequest, 1)
+	h.saver.onSave = func(req worker.SaveRequest) {
+		req.Done(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "0123456789abcdef0123456789abcdef01234567"})
+		req.Applied(worker.ApplyResult{Reason: v1.ReasonApplying, Message: "a converge is asked for the pushed commit"})
+		asked <- req
+	}
+	cr := commitRequest("applied", "site")
+	cr.Spec.CatchUp = v1.CatchUpAfterPush
+	_, err := h.alice.CommitRequests(ns).Create(ctx, cr, metav1.CreateOptions{})
+	require.NoError(t, err)
+	req := <-asked
+	assert.True(t, req.CatchUp, "AfterPush asks the worker for a converge")
+	applied := func() (*metav1.Condition, *v1.CommitRequest) {
+		cr, err := h.admin.CommitRequests(ns).Get(ctx, "applied", metav1.GetOptions{})
+		if err != nil {
+			return nil, nil
+		}
+		return meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied), cr
+	}
+	h.poll(t, "Applied=Unknown Applying", func() bool {
+		c, _ := applied()
+		return c != nil && c.Status == metav1.ConditionUnknown && c.Reason == v1.ReasonApplying
+	})
+	_, got := applied()
+	assert.Equal(t, v1.ReasonCommitted, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady).Reason)
+	assert.Empty(t, got.Annotations[commitrequest.DeleteAfterAnnotation], "not retained while its apply is unsettled")
+
+	req.Applied(worker.ApplyResult{Reason: v1.ReasonApplied, Revision: "main@sha1:0123456789abcdef0123456789abcdef01234567", Settled: true,
+		Message: "the applier applied 0123456, which holds the commit"})
+	h.poll(t, "Applied=True, then stamped for deletion", func() bool {
+		c, cr := applied()
+		return c != nil && c.Status == metav1.ConditionTrue && cr.Status.AppliedRevision == "main@sha1:0123456789abcdef0123456789abcdef01234567" &&
+			cr.Annotations[commitrequest.DeleteAfterAnnotation] != ""
+	})
+	c, got := applied()
+	assert.Equal(t, "The applier applied 0123456, which holds the commit.", c.Message)
+	assert.Equal(t, metav1.ConditionTrue, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady).Status, "Ready never changes")
+}

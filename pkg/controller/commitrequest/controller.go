@@ -133,9 +133,11 @@ type Controller struct {
 	flights map[types.UID]*flight
 }
 
-// flight is a save this process handed to a worker.
+// flight is a save this process handed to a worker: its outcome, then how
+// the apply of its commit goes, until that is settled.
 type flight struct {
-	result *worker.SaveResult
+	result  *worker.SaveResult
+	applied *worker.ApplyResult
 }
 
 // New builds a front end of the core.
@@ -220,6 +222,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	}
 	ready := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
 	if ready != nil && ready.Status != metav1.ConditionUnknown {
+		if !appliedSettled(cr) {
+			return 0, c.followApplied(ctx, cr)
+		}
 		c.forget(cr.UID)
 		return c.retain(ctx, cr)
 	}
@@ -328,7 +333,13 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		if result == nil {
 			return 0, nil // the worker's report enqueues us
 		}
-		return 0, c.finish(ctx, cr, fromResult(*result, gt))
+		o := fromResult(*result, gt)
+		if o.reason == v1.ReasonCommitted {
+			c.mu.Lock()
+			o.applied = appliedCondition(f.applied)
+			c.mu.Unlock()
+		}
+		return 0, c.finish(ctx, cr, o)
 	}
 	saver, domain, ok := c.cfg.Savers(targetKey)
 	if !ok {
@@ -356,10 +367,17 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		c.mu.Unlock()
 		c.queue.Add(key)
 	}
+	applied := func(r worker.ApplyResult) {
+		c.mu.Lock()
+		f.applied = &r
+		c.mu.Unlock()
+		c.queue.Add(key)
+	}
 	req := worker.SaveRequest{
 		ID: string(cr.UID), Target: targetKey, Author: attribution.Identity(author, domain),
 		Message: cr.Spec.Message, Next: cr.Spec.Attach == v1.AttachNext, Empty: cr.Spec.WhenNothingToCommit == v1.NothingToCommitCommitEmpty,
 		Collect: c.cfg.Collect, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
+		Applied: applied, CatchUp: cr.Spec.CatchUp == v1.CatchUpAfterPush,
 	}
 	if now := c.cfg.Clock.Now(); req.Deadline.Before(now) {
 		req.Deadline = now // resumed after a restart: what is open now counts
@@ -375,6 +393,9 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 			klog.FromContext(ctx).Error(err, "Looking for an earlier save", "commitRequest", key)
 			saver.Save(ctx, req)
 		case sha != "":
+			// Saved before a restart: how its apply went is not known here.
+			applied(worker.ApplyResult{Reason: v1.ReasonLost, Settled: true,
+				Message: "Reverser restarted before it learned how the apply of this save went"})
 			report(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: sha})
 		default:
 			saver.Save(ctx, req)
@@ -415,22 +436,91 @@ type outcome struct {
 func fromResult(r worker.SaveResult, gt *v1.GitTarget) outcome {
 	switch r.Outcome {
 	case worker.SaveCommitted:
-		o := outcome{reason: v1.ReasonCommitted, ok: true, commit: r.Commit, branch: gt.Spec.Branch,
+		return outcome{reason: v1.ReasonCommitted, ok: true, commit: r.Commit, branch: gt.Spec.Branch,
 			message: fmt.Sprintf("Saved as %.7s on branch %s.", r.Commit, gt.Spec.Branch)}
-		if gt.Spec.ApplierRef == nil {
-			o.applied = &metav1.Condition{Type: v1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1.ReasonNoApplierClaim,
-				Message: "The GitTarget names no applier claim: nothing to apply."}
-		}
-		return o
 	case worker.SaveNothingToCommit:
-		return outcome{reason: v1.ReasonNothingToCommit, ok: true, message: "Nothing to commit: " + r.Message + "."}
+		return outcome{reason: v1.ReasonNothingToCommit, ok: true, message: "Nothing to commit: " + r.Message + ".", applied: nothingToApply}
 	case worker.SaveInProgress:
 		return outcome{reason: v1.ReasonSaveInProgress, message: strings.ToUpper(r.Message[:1]) + r.Message[1:] + "."}
 	case worker.SaveFailed:
 		return outcome{reason: v1.ReasonSaveFailed, message: "Not saved: " + r.Message + "."}
 	default:
-		return outcome{reason: v1.ReasonNoWindow, ok: true, message: "No window to save: " + r.Message + "."}
+		return outcome{reason: v1.ReasonNoWindow, ok: true, message: "No window to save: " + r.Message + ".", applied: nothingToApply}
 	}
+}
+
+// nothingToApply is the Applied condition of a save that pushed no commit:
+// what it saved is in Git and on the cluster already.
+var nothingToApply = &metav1.Condition{Type: v1.ConditionApplied, Status: metav1.ConditionTrue, Reason: v1.ReasonNothingToApply,
+	Message: "The save pushed no commit: nothing to apply."}
+
+// appliedCondition is the Applied condition for how the apply of a save's
+// commit goes; nil (not heard yet) is Applying.
+func appliedCondition(r *worker.ApplyResult) *metav1.Condition {
+	if r == nil {
+		return &metav1.Condition{Type: v1.ConditionApplied, Status: metav1.ConditionUnknown, Reason: v1.ReasonApplying,
+			Message: "Waiting to hear from the GitTarget's applier."}
+	}
+	status := metav1.ConditionUnknown
+	switch r.Reason {
+	case v1.ReasonApplied, v1.ReasonNoApplierClaim, v1.ReasonApplierGone, v1.ReasonNothingToApply:
+		status = metav1.ConditionTrue
+	case v1.ReasonCommitDropped:
+		status = metav1.ConditionFalse
+	}
+	msg := r.Message
+	if msg != "" {
+		msg = strings.ToUpper(msg[:1]) + msg[1:] + "."
+	}
+	return &metav1.Condition{Type: v1.ConditionApplied, Status: status, Reason: r.Reason, Message: msg}
+}
+
+// appliedSettled says whether nothing will change the request's Applied
+// condition any more: it is True or False, or Lost; or the request
+// committed nothing and so has no apply to follow.
+func appliedSettled(cr *v1.CommitRequest) bool {
+	ready := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
+	if ready == nil || ready.Reason != v1.ReasonCommitted {
+		return true
+	}
+	a := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied)
+	return a != nil && (a.Status != metav1.ConditionUnknown || a.Reason == v1.ReasonLost)
+}
+
+// followApplied writes how the apply of a committed save goes, as its
+// worker reports it; a request this process did not save (a restart) is
+// Lost. Ready is never changed.
+func (c *Controller) followApplied(ctx context.Context, cr *v1.CommitRequest) error {
+	c.mu.Lock()
+	f, ok := c.flights[cr.UID]
+	var r *worker.ApplyResult
+	if ok && f.applied != nil {
+		copied := *f.applied
+		r = &copied
+	}
+	c.mu.Unlock()
+	if !ok {
+		r = &worker.ApplyResult{Reason: v1.ReasonLost, Message: "Reverser restarted before it learned how the apply of this save went"}
+	}
+	cond := appliedCondition(r)
+	if cur := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied); cur != nil && cur.Status == cond.Status &&
+		cur.Reason == cond.Reason && cur.Message == cond.Message && (r == nil || r.Revision == "" || cr.Status.AppliedRevision == r.Revision) {
+		return nil
+	}
+	updated := cr.DeepCopy()
+	meta.SetStatusCondition(&updated.Status.Conditions, *cond)
+	if r != nil && r.Revision != "" {
+		updated.Status.AppliedRevision = r.Revision
+	}
+	_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err):
+		c.queue.Add(cr.Namespace + "/" + cr.Name)
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil
+	}
+	return err
 }
 
 // finish writes an outcome, conditional on the resourceVersion it was

@@ -24,13 +24,10 @@ func TestFromResult(t *testing.T) {
 	gt := &v1.GitTarget{Spec: v1.GitTargetSpec{Branch: "main"}}
 	o := fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "0123456789abcdef"}, gt)
 	assert.Equal(t, outcome{reason: v1.ReasonCommitted, ok: true, commit: "0123456789abcdef", branch: "main",
-		message: "Saved as 0123456 on branch main.", applied: &metav1.Condition{Type: v1.ConditionApplied, Status: metav1.ConditionTrue,
-			Reason: v1.ReasonNoApplierClaim, Message: "The GitTarget names no applier claim: nothing to apply."}}, o,
-		"no applier claim: nothing to apply")
-
-	gt.Spec.ApplierRef = &v1.ApplierReference{Kind: v1.ApplierKindFluxClaim, Name: "apps"}
-	assert.Nil(t, fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "x"}, gt).applied,
-		"with a claim, Applied is reported by the applier integration")
+		message: "Saved as 0123456 on branch main."}, o, "Applied comes from the worker, which knows the claim")
+	assert.Equal(t, v1.ReasonNothingToApply, fromResult(worker.SaveResult{Outcome: worker.SaveNothingToCommit, Message: "x"}, gt).applied.Reason,
+		"no commit, nothing to apply")
+	assert.Equal(t, metav1.ConditionTrue, fromResult(worker.SaveResult{Outcome: worker.SaveTargetGone, Message: "x"}, gt).applied.Status)
 
 	o = fromResult(worker.SaveResult{Outcome: worker.SaveInProgress, Message: "another save is waiting"}, gt)
 	assert.False(t, o.ok)
@@ -40,6 +37,27 @@ func TestFromResult(t *testing.T) {
 	o = fromResult(worker.SaveResult{Outcome: worker.SaveFailed, Message: "committed as abc1234 but not pushed in time: 500"}, gt)
 	assert.Equal(t, outcome{reason: v1.ReasonSaveFailed, message: "Not saved: committed as abc1234 but not pushed in time: 500."}, o,
 		"a save that gave up is a failure, and says why")
+}
+
+func TestAppliedCondition(t *testing.T) {
+	for _, tc := range []struct {
+		result *worker.ApplyResult
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{nil, metav1.ConditionUnknown, v1.ReasonApplying},
+		{&worker.ApplyResult{Reason: v1.ReasonRetrying, Message: "the applier failed"}, metav1.ConditionUnknown, v1.ReasonRetrying},
+		{&worker.ApplyResult{Reason: v1.ReasonApplied, Revision: "main@sha1:x"}, metav1.ConditionTrue, v1.ReasonApplied},
+		{&worker.ApplyResult{Reason: v1.ReasonNoApplierClaim}, metav1.ConditionTrue, v1.ReasonNoApplierClaim},
+		{&worker.ApplyResult{Reason: v1.ReasonApplierGone}, metav1.ConditionTrue, v1.ReasonApplierGone},
+		{&worker.ApplyResult{Reason: v1.ReasonCommitDropped}, metav1.ConditionFalse, v1.ReasonCommitDropped},
+		{&worker.ApplyResult{Reason: v1.ReasonLost}, metav1.ConditionUnknown, v1.ReasonLost},
+	} {
+		c := appliedCondition(tc.result)
+		assert.Equal(t, tc.status, c.Status, tc.reason)
+		assert.Equal(t, tc.reason, c.Reason)
+	}
+	assert.Equal(t, "The applier failed.", appliedCondition(&worker.ApplyResult{Reason: v1.ReasonRetrying, Message: "the applier failed"}).Message)
 }
 
 func TestControlClusterFrontEnd(t *testing.T) {
