@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -52,6 +53,8 @@ type options struct {
 	commitRequestTTL, collect, saveTimeout        time.Duration
 	secretNamespace                               string
 	auditMaxInFlight                              int
+	fluxIdentities                                string
+	applyGrace, remotePoll                        time.Duration
 }
 
 func main() {
@@ -87,6 +90,12 @@ func main() {
 		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
 	flag.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
 		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
+	flag.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
+		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
+	flag.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
+		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
+	flag.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
+		"how often a claimed GitTarget's remote is looked at for commits someone else pushed, which its applier then applies (ForeignCommit)")
 	flag.Parse()
 	if o.collect == 0 {
 		o.collect = o.grace
@@ -127,8 +136,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("building the authorizer: %w", err)
 	}
+	operations := claims.NewOperations()
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
-		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace})
+		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
+		ApplyGrace: o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: func(target string) (commitrequest.Saver, string, bool) {
 			w, domain, ok := c.Saver(target)
@@ -141,7 +152,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync})
+	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync, Operations: operations})
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
 		if err := serveAudit(ctx, o, ingress); err != nil {
@@ -214,6 +225,17 @@ func run(ctx context.Context, o options) error {
 		},
 	})
 	return nil
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

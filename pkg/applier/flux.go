@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"reverser.dev/reverser/pkg/worker"
 )
 
 // Flux's kinds that a FluxClaim touches.
@@ -207,6 +209,8 @@ type Progress struct {
 	// the apply failed.
 	Done             bool
 	Applied, Failure string
+	// Abandoned: resume said no once the fetch was done; nothing was applied.
+	Abandoned bool
 }
 
 // Request starts a converge: the GitRepository of ks is asked to fetch.
@@ -245,9 +249,10 @@ func handled(obj *unstructured.Unstructured, token string) bool {
 }
 
 // Follow takes c one step: once the GitRepository has handled the fetch,
-// the Kustomization is asked to apply; once it has handled that, the
+// the Kustomization is asked to apply, unless resume (nil: always) says no
+// and abandons the converge; once the Kustomization has handled that, the
 // converge is done.
-func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge) (Progress, error) {
+func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge, resume func() bool) (Progress, error) {
 	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
 		return Progress{}, fmt.Errorf("reading Kustomization %s: %w", ks, err)
@@ -263,6 +268,9 @@ func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge) (Progress, error
 		}
 		if !handled(repo, c.Token) {
 			return Progress{}, nil
+		}
+		if resume != nil && !resume() {
+			return Progress{Done: true, Abandoned: true}, nil
 		}
 		if err := f.request(ctx, Kustomizations, ks, c.Token); err != nil {
 			return Progress{}, err
@@ -283,4 +291,47 @@ func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge) (Progress, error
 		}
 	}
 	return p, nil
+}
+
+// FluxManager is the field manager of kustomize-controller's applies: the
+// objects it wrote last name it in managedFields.
+const FluxManager = "kustomize-controller"
+
+// Kustomization is one Flux Kustomization as a branch worker's applier: a
+// converge is its two steps, followed to the revision it applied.
+type Kustomization struct {
+	Flux *Flux
+	Ref  Ref
+}
+
+// Send asks the Kustomization's GitRepository to fetch.
+func (k *Kustomization) Send(ctx context.Context, token string) (worker.Operation, error) {
+	c, err := k.Flux.Request(ctx, k.Ref, token)
+	if err != nil {
+		return nil, err
+	}
+	return &fluxOperation{k: k, c: c}, nil
+}
+
+type fluxOperation struct {
+	k *Kustomization
+	c *Converge
+}
+
+// Follow takes the converge a step.
+func (o *fluxOperation) Follow(ctx context.Context, resume func() bool) (worker.ApplyProgress, error) {
+	p, err := o.k.Flux.Follow(ctx, o.k.Ref, o.c, resume)
+	if err != nil || !p.Done {
+		return worker.ApplyProgress{}, err
+	}
+	return worker.ApplyProgress{Done: true, Abandoned: p.Abandoned, Revision: CommitOf(p.Applied), Failure: p.Failure}, nil
+}
+
+// CommitOf is the commit of a Flux revision ("main@sha1:<sha>", or a bare
+// sha).
+func CommitOf(revision string) string {
+	if i := strings.LastIndex(revision, ":"); i >= 0 {
+		return revision[i+1:]
+	}
+	return revision
 }

@@ -127,13 +127,13 @@ func TestAConvergeFetchesThenApplies(t *testing.T) {
 	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, GitRepositories, "repo").GetAnnotations()[RequestedAtAnnotation])
 	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "not before the fetch")
 
-	p, err := f.Follow(ctx, ks, c)
+	p, err := f.Follow(ctx, ks, c, nil)
 	require.NoError(t, err)
 	assert.False(t, p.Done)
 	assert.False(t, c.Applying, "the fetch is not handled yet")
 
 	f.setStatus(t, GitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
-	p, err = f.Follow(ctx, ks, c)
+	p, err = f.Follow(ctx, ks, c, nil)
 	require.NoError(t, err)
 	assert.False(t, p.Done)
 	assert.True(t, c.Applying)
@@ -141,7 +141,29 @@ func TestAConvergeFetchesThenApplies(t *testing.T) {
 
 	f.setStatus(t, Kustomizations, "apps", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z",
 		"lastAppliedRevision": "main@sha1:0123", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
-	p, err = f.Follow(ctx, ks, c)
+	p, err = f.Follow(ctx, ks, c, nil)
 	require.NoError(t, err)
 	assert.Equal(t, Progress{Done: true, Applied: "main@sha1:0123"}, p)
+}
+
+// TestAConvergeMayYieldBeforeItApplies (E2): once the fetch is handled, a
+// resume that says no abandons the converge before the Kustomization is
+// asked, so nothing reaches the cluster.
+func TestAConvergeMayYieldBeforeItApplies(t *testing.T) {
+	ctx := context.Background()
+	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	f := newFlux(kustomization("apps", "repo"), repo)
+	k := &Kustomization{Flux: f, Ref: Ref{"flux-system", "apps"}}
+	op, err := k.Send(ctx, "2026-11-30T12:00:00Z")
+	require.NoError(t, err)
+	f.setStatus(t, GitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
+	p, err := op.Follow(ctx, func() bool { return false })
+	require.NoError(t, err)
+	assert.True(t, p.Done && p.Abandoned)
+	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "the Kustomization was never asked")
+}
+
+func TestCommitOf(t *testing.T) {
+	assert.Equal(t, "0123", CommitOf("main@sha1:0123"))
+	assert.Equal(t, "0123", CommitOf("0123"))
 }

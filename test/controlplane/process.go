@@ -217,3 +217,15 @@ func Kill(env *Env, name string) error {
 	return wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true,
 		func(context.Context) (bool, error) { return !alive(pid, bin), nil })
 }
+
+// Signal sends sig to the process name (SIGSTOP pauses it, SIGCONT resumes it).
+func Signal(env *Env, name string, sig syscall.Signal) error {
+	pid, _, err := readPidFile(filepath.Join(env.Dir, "pids", name+".pid"))
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("signalling %s: %w", name, err)
+	}
+	return nil
+}

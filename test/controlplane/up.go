@@ -282,7 +282,9 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		"--leader-elect=false",
 		// Rotations and late CRDs show within seconds on a development cluster,
 		// and finished CommitRequests do not pile up.
-		"--resync=10s", "--commit-request-ttl=15s")
+		"--resync=10s", "--commit-request-ttl=15s",
+		// Foreign commits reach a claimed applier within seconds.
+		"--applier-remote-poll=2s", "--apply-window-grace=2s")
 	if err != nil {
 		return nil, err
 	}

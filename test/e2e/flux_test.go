@@ -141,7 +141,7 @@ func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 	require.NoError(t, err)
 	var p applier.Progress
 	eventually(t, 2*time.Minute, "the converge done", func() (bool, error) {
-		p, err = flux.Follow(ctx, ks, c)
+		p, err = flux.Follow(ctx, ks, c, nil)
 		return p.Done, err
 	})
 	assert.Empty(t, p.Failure)
@@ -169,45 +169,29 @@ func claimState(t *testing.T, ns, name string) (reason string, op *v1.ApplierOpe
 }
 
 // TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt (E1): a FluxClaim
-// that a GitTarget names holds the Kustomization's schedule (Flux no longer
-// reverts a live edit on its 5s interval), runs the Startup converge to the
-// revision Flux applied, and gives the schedule back once no GitTarget names
-// it; deleting it afterwards leaves nothing behind.
+// that a GitTarget names holds the Kustomization's and its GitRepository's
+// schedules and runs the Startup converge to the branch's head; it gives
+// the schedules back once no GitTarget names it; deleting it afterwards
+// leaves nothing behind.
 func TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt(t *testing.T) {
-	appNS, _, ks, first := fluxApp(t, "fluxapp", "5s")
+	c := claimedMirror(t, "0s")
+	assert.Equal(t, applier.HeldInterval, fluxField(t, "gitrepository", c.ks, ".spec.interval"))
+	_, op, finalizers := claimState(t, c.ns, "apps")
+	assert.Equal(t, "main@sha1:"+c.head(), op.Revision, "the Startup converge asked for the head")
+	assert.Equal(t, c.head(), c.applied())
+	assert.Contains(t, finalizers, "reverser.dev/release-applier")
+	var claim v1.FluxClaim
+	getJSON(t, admin, &claim, "fluxclaim", "-n", c.ns, "apps")
+	assert.Equal(t, "main@sha1:"+c.head(), claim.Status.LastAppliedRevision)
+	assert.True(t, meta.IsStatusConditionTrue(claim.Status.Conditions, "Held"))
 
-	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
-    resources: [configmaps]`, targetSpec: "  applierRef: {kind: FluxClaim, name: apps}"})
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: FluxClaim
-metadata: {name: apps, namespace: %s}
-spec:
-  kubeProviderRef: {name: local}
-  kustomizationRef: {namespace: %s, name: %s}
-`, f.ns, controlplane.FluxNamespace, ks), "apply", "-f", "-")
-	eventually(t, 2*time.Minute, "the claim holding Flux, its Startup converge done", func() (bool, error) {
-		reason, op, _ := claimState(t, f.ns, "apps")
-		return reason == "Holding" && op != nil && op.Reason == v1.ConvergeStartup && op.FinishedAt != nil &&
-			op.Revision == "main@sha1:"+first, nil
-	})
-	assert.Equal(t, applier.HeldInterval, fluxField(t, "kustomization", ks, ".spec.interval"))
-	assert.Equal(t, applier.HeldInterval, fluxField(t, "gitrepository", ks, ".spec.interval"))
-	eventually(t, time.Minute, "Flux saw the held interval", func() (bool, error) {
-		return fluxField(t, "kustomization", ks, ".status.observedGeneration") == fluxField(t, "kustomization", ks, ".metadata.generation"), nil
-	})
-
-	kubectlOK(t, admin, "", "patch", "configmap", "-n", appNS, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
-	never(t, 15*time.Second, "Flux reverted the live edit on its own schedule", func() bool {
-		return kubectlOK(t, admin, "", "get", "configmap", "-n", appNS, "app", "-o", "jsonpath={.data.color}") != "red"
-	})
-
-	kubectlOK(t, admin, "", "patch", "gittarget", "-n", f.ns, "site", "--type=json", "-p", `[{"op":"remove","path":"/spec/applierRef"}]`)
+	kubectlOK(t, admin, "", "patch", "gittarget", "-n", c.ns, "site", "--type=json", "-p", `[{"op":"remove","path":"/spec/applierRef"}]`)
 	eventually(t, time.Minute, "the claim released once no GitTarget names it", func() (bool, error) {
-		reason, _, finalizers := claimState(t, f.ns, "apps")
+		reason, _, finalizers := claimState(t, c.ns, "apps")
 		return reason == "NotNamed" && len(finalizers) == 0, nil
 	})
-	assert.Equal(t, "5s", fluxField(t, "kustomization", ks, ".spec.interval"), "the schedule is given back as it was")
-	assert.Equal(t, "5s", fluxField(t, "gitrepository", ks, ".spec.interval"))
-	assert.Empty(t, fluxField(t, "kustomization", ks, `.metadata.annotations.reverser\.dev/claimed-by`))
-	kubectlOK(t, admin, "", "delete", "fluxclaim", "-n", f.ns, "apps", "--timeout=60s")
+	assert.Equal(t, "5s", fluxField(t, "kustomization", c.ks, ".spec.interval"), "the schedule is given back as it was")
+	assert.Equal(t, "5s", fluxField(t, "gitrepository", c.ks, ".spec.interval"))
+	assert.Empty(t, fluxField(t, "kustomization", c.ks, `.metadata.annotations.reverser\.dev/claimed-by`))
+	kubectlOK(t, admin, "", "delete", "fluxclaim", "-n", c.ns, "apps", "--timeout=60s")
 }

@@ -6,9 +6,14 @@
 // (Startup). A claim no GitTarget names, no longer authorised, or deleted
 // (a finalizer waits for it) gives the schedules back as they were.
 //
-// Locks and blocking: Controller.mu guards the converges in flight; it is
-// never held while calling the API. Reconciles never wait for Flux: a
-// converge is requested, then followed on later reconciles.
+// A held claim says so in its Held condition, which the mirror controller
+// reads: it then hands the claim to the branch worker of the GitTarget,
+// which decides when Flux applies (Startup, ForeignCommit, Repair,
+// CatchUp). The worker's reports reach this controller through Operations,
+// and it writes them into status.operation and status.lastAppliedRevision.
+//
+// Locks and blocking: Operations.mu guards the latest report of each claim;
+// it is never held while calling anything. Reconciles never wait for Flux.
 package claims
 
 import (
@@ -41,6 +46,7 @@ import (
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/tenancy"
+	"reverser.dev/reverser/pkg/worker"
 )
 
 // Finalizer keeps a held claim until its applier's schedule is given back.
@@ -57,6 +63,48 @@ type Config struct {
 	Authorizer authorizer.Authorizer
 	Resync     time.Duration
 	Clock      clock.PassiveClock
+	// Operations brings the converges branch workers report.
+	Operations *Operations
+}
+
+// ConditionHeld says whether Reverser holds the applier's schedule; the
+// mirror controller hands a held claim to the GitTarget's worker.
+const ConditionHeld = "Held"
+
+// Operations keeps the newest converge each branch worker reported, by
+// claim ("namespace/name"), for the claim's status.
+type Operations struct {
+	mu      sync.Mutex
+	reports map[string]worker.ApplyReport
+	notify  func(claim string)
+}
+
+// NewOperations returns an empty store.
+func NewOperations() *Operations { return &Operations{reports: map[string]worker.ApplyReport{}} }
+
+// Record keeps r as claim's newest converge; it never blocks, so a worker
+// may call it.
+func (o *Operations) Record(claim string, r worker.ApplyReport) {
+	o.mu.Lock()
+	o.reports[claim] = r
+	notify := o.notify
+	o.mu.Unlock()
+	if notify != nil {
+		notify(claim)
+	}
+}
+
+func (o *Operations) get(claim string) (worker.ApplyReport, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.reports[claim]
+	return r, ok
+}
+
+func (o *Operations) forget(claim string) {
+	o.mu.Lock()
+	delete(o.reports, claim)
+	o.mu.Unlock()
 }
 
 // Controller holds FluxClaims.
@@ -68,9 +116,6 @@ type Controller struct {
 	kps     listers.KubeProviderLister
 	queue   workqueue.TypedRateLimitingInterface[string]
 	synced  []cache.InformerSynced
-
-	mu         sync.Mutex
-	converging map[string]*applier.Converge // by claim key
 }
 
 // New builds the controller and registers its informers.
@@ -81,11 +126,17 @@ func New(cfg Config) *Controller {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Operations == nil {
+		cfg.Operations = NewOperations()
+	}
 	r := cfg.Factory.Reverser().V1alpha1()
 	c := &Controller{cfg: cfg, flux: &applier.Flux{Client: cfg.Dynamic}, claims: r.FluxClaims().Lister(), targets: r.GitTargets().Lister(),
-		kps: r.KubeProviders().Lister(), converging: map[string]*applier.Converge{},
+		kps: r.KubeProviders().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "fluxclaims"})}
+	cfg.Operations.mu.Lock()
+	cfg.Operations.notify = c.queue.Add
+	cfg.Operations.mu.Unlock()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -132,7 +183,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	claim, err := c.claims.FluxClaims(ns).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.forget(key)
+		c.cfg.Operations.forget(key)
 		return 0, nil
 	}
 	if err != nil {
@@ -175,65 +226,26 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return 0, ignoreConflict(err) // its event brings the claim back
 	}
 	if err := c.flux.TakeOver(ctx, ks, key); err != nil {
-		return c.cfg.Resync, c.writeStatus(ctx, claim, stalled(reasonFor(err), err.Error()), claim.Status.Operation)
+		return c.cfg.Resync, c.writeStatus(ctx, claim, stalled(reasonFor(err), err.Error()), false)
 	}
-	return c.converge(ctx, claim, ks, key)
+	return c.cfg.Resync, c.writeStatus(ctx, claim, c.holding(key, ks), true)
 }
 
-// converge runs the Startup converge once per claim: requested, then
-// followed until Flux reports the revision it applied.
-func (c *Controller) converge(ctx context.Context, claim *v1.FluxClaim, ks applier.Ref, key string) (time.Duration, error) {
-	op := claim.Status.Operation
-	holding := &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Holding", Message: fmt.Sprintf(
+// holding is the Ready condition of a held claim: Holding, or ApplierFailing
+// when Flux failed the newest converge.
+func (c *Controller) holding(key string, ks applier.Ref) *metav1.Condition {
+	if r, ok := c.cfg.Operations.get(key); ok && r.Failure != "" {
+		return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "ApplierFailing",
+			Message: fmt.Sprintf("Flux failed to apply %s: %s; Reverser asks again with a backoff, and the fix is in the branch or the cluster",
+				r.Head, r.Failure)}
+	}
+	return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Holding", Message: fmt.Sprintf(
 		"Reverser holds the schedule of Kustomization %s and its GitRepository: Flux applies when Reverser asks.", ks)}
-	if op != nil && op.FinishedAt != nil {
-		return c.cfg.Resync, c.writeStatus(ctx, claim, holding, op)
-	}
-	c.mu.Lock()
-	conv := c.converging[key]
-	c.mu.Unlock()
-	if conv == nil {
-		now := c.cfg.Clock.Now()
-		started, err := c.flux.Request(ctx, ks, now.UTC().Format(time.RFC3339Nano))
-		if err != nil {
-			return c.cfg.Resync, c.writeStatus(ctx, claim, stalled(reasonFor(err), err.Error()), op)
-		}
-		c.mu.Lock()
-		c.converging[key] = started
-		c.mu.Unlock()
-		op = &v1.ApplierOperation{Reason: v1.ConvergeStartup, StartedAt: &metav1.Time{Time: now}}
-		return time.Second, c.writeStatus(ctx, claim, holding, op)
-	}
-	p, err := c.flux.Follow(ctx, ks, conv)
-	if err != nil {
-		return 0, err
-	}
-	if !p.Done {
-		return time.Second, nil
-	}
-	c.forget(key)
-	done := op.DeepCopy()
-	if done == nil {
-		done = &v1.ApplierOperation{Reason: v1.ConvergeStartup}
-	}
-	done.Revision, done.FinishedAt = p.Applied, &metav1.Time{Time: c.cfg.Clock.Now()}
-	if p.Failure != "" {
-		return c.cfg.Resync, c.writeStatus(ctx, claim, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: "ApplierFailing", Message: "Flux failed to apply: " + p.Failure}, done)
-	}
-	return c.cfg.Resync, c.writeStatus(ctx, claim, holding, done)
-}
-
-func (c *Controller) forget(key string) {
-	c.mu.Lock()
-	delete(c.converging, key)
-	c.mu.Unlock()
 }
 
 // release gives the schedules back and, with why, says so in status; a
 // deleted claim loses its finalizer instead.
 func (c *Controller) release(ctx context.Context, claim *v1.FluxClaim, ks applier.Ref, key string, why *metav1.Condition) error {
-	c.forget(key)
 	if slices.Contains(claim.Finalizers, Finalizer) {
 		if err := c.flux.Release(ctx, ks, key); err != nil && !meta.IsNoMatchError(err) {
 			return err
@@ -246,7 +258,7 @@ func (c *Controller) release(ctx context.Context, claim *v1.FluxClaim, ks applie
 	if why == nil {
 		return nil
 	}
-	return c.writeStatus(ctx, claim, why, claim.Status.Operation)
+	return c.writeStatus(ctx, claim, why, false)
 }
 
 // authorized asks again whether status.authorizedBy may still get and
@@ -286,15 +298,26 @@ func reasonFor(err error) string {
 	return "ApplierFailing"
 }
 
-// writeStatus writes ready and op when they differ from the claim's.
-func (c *Controller) writeStatus(ctx context.Context, claim *v1.FluxClaim, ready *metav1.Condition, op *v1.ApplierOperation) error {
+// writeStatus writes ready, held and the newest converge reported when
+// they differ from the claim's.
+func (c *Controller) writeStatus(ctx context.Context, claim *v1.FluxClaim, ready *metav1.Condition, held bool) error {
+	key := claim.Namespace + "/" + claim.Name
 	updated := claim.DeepCopy()
 	updated.Status.ObservedGeneration = claim.Generation
-	updated.Status.Operation = op
-	if op != nil && op.Revision != "" {
-		updated.Status.LastAppliedRevision = op.Revision
+	if r, ok := c.cfg.Operations.get(key); ok {
+		updated.Status.Operation = operation(r)
+		if r.LastAppliedRevision != "" {
+			updated.Status.LastAppliedRevision = r.LastAppliedRevision
+		}
 	}
 	meta.SetStatusCondition(&updated.Status.Conditions, *ready)
+	heldCond := metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionFalse, Reason: ready.Reason,
+		Message: "Flux keeps its own schedule."}
+	if held {
+		heldCond = metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionTrue, Reason: "Holding",
+			Message: "Reverser holds Flux's schedule and asks it to apply."}
+	}
+	meta.SetStatusCondition(&updated.Status.Conditions, heldCond)
 	if equalStatus(updated.Status, claim.Status) {
 		return nil
 	}
@@ -310,3 +333,15 @@ func ignoreConflict(err error) error {
 }
 
 func equalStatus(a, b v1.ApplierClaimStatus) bool { return apiequality.Semantic.DeepEqual(a, b) }
+
+// operation is a worker's converge report as the claim's status shows it:
+// the revision asked for, and when it was sent and done.
+func operation(r worker.ApplyReport) *v1.ApplierOperation {
+	// Whole seconds, as the API stores them: a status that equals what is
+	// stored is not written again.
+	op := &v1.ApplierOperation{Reason: v1.ConvergeReason(r.Reason), Revision: r.Head, StartedAt: &metav1.Time{Time: r.Started.Truncate(time.Second)}}
+	if !r.Finished.IsZero() {
+		op.FinishedAt = &metav1.Time{Time: r.Finished.Truncate(time.Second)}
+	}
+	return op
+}

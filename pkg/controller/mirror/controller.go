@@ -96,6 +96,16 @@ type Config struct {
 	// (kubeconfigs, audit tokens) are read from: a cluster-scoped object has
 	// no namespace of its own, and this one is the controller's.
 	SecretNamespace string
+	// FluxIdentities are the users Flux's kustomize-controller writes as;
+	// during an apply window their writes are echoes.
+	FluxIdentities []string
+	// ApplyGrace keeps an apply window open this long after a converge;
+	// RemotePoll is how often a claimed target's remote is looked at for
+	// foreign commits.
+	ApplyGrace, RemotePoll time.Duration
+	// ClaimReports hears the converges of claimed targets' workers, by
+	// claim; it must not block.
+	ClaimReports func(claim string, r worker.ApplyReport)
 }
 
 // Controller reconciles GitTargets.
@@ -108,6 +118,7 @@ type Controller struct {
 	crules  listers.ClusterWatchRuleLister
 	gps     listers.GitProviderLister
 	kps     listers.KubeProviderLister
+	claims  listers.FluxClaimLister
 	secrets corelisters.SecretNamespaceLister
 	queue   workqueue.TypedRateLimitingInterface[string]
 
@@ -171,7 +182,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{
 		cfg: cfg, factory: f, kube: kube,
 		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), crules: r.ClusterWatchRules().Lister(),
-		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(),
+		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: r.FluxClaims().Lister(),
 		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
@@ -199,6 +210,12 @@ func New(cfg Config) *Controller {
 	utilruntime.Must(addHandler(r.ClusterWatchRules().Informer(), handler(func(obj any) {
 		if cwr, ok := obj.(*v1.ClusterWatchRule); ok {
 			c.queue.Add(cwr.Spec.GitTargetRef.Namespace + "/" + cwr.Spec.GitTargetRef.Name)
+		}
+	})))
+	// A claim held or released changes what its GitTargets' workers drive.
+	utilruntime.Must(addHandler(r.FluxClaims().Informer(), handler(func(obj any) {
+		if fc, ok := obj.(*v1.FluxClaim); ok {
+			c.enqueueNaming(fc)
 		}
 	})))
 	utilruntime.Must(addHandler(r.GitProviders().Informer(), enqueueAll))
@@ -401,8 +418,15 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if restart {
 		c.teardown(key)
 	}
+	claim, err := c.claim(ctx, gt, gp.Spec.AuthorEmailDomain)
+	if err != nil {
+		c.release(wkey)
+		return asProblem(err, "SourceUnreachable")
+	}
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
+		Scopes:      scopes,
+		Claim:       claim,
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,

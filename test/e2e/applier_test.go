@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/applier"
+	"reverser.dev/reverser/test/controlplane"
+)
+
+// The specs of this file run the real Flux against the folder Reverser
+// mirrors, in the same repository and branch: what users of GitOps run.
+
+const configMapsOnly = `  - apiGroups: [""]
+    resources: [configmaps]`
+
+// claimedFixture is a GitTarget mirroring its namespace's ConfigMaps, a
+// Flux Kustomization applying the same folder of the same branch on a 5s
+// interval, and a FluxClaim the GitTarget names, held, its Startup
+// converge done. alice's ConfigMap "app" (color blue) is in Git and on the
+// cluster.
+type claimedFixture struct {
+	*mirrorFixture
+	ks string
+}
+
+func claimedMirror(t *testing.T, catchUpAfter string) *claimedFixture {
+	t.Helper()
+	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, targetSpec: "  applierRef: {kind: FluxClaim, name: apps}"})
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=color=blue")
+	f.waitFile(f.cmPath("app"), func(s string) bool { return strings.Contains(s, "blue") }, "the app mirrored")
+	c := &claimedFixture{mirrorFixture: f, ks: fluxSync(t, f.url, "./"+mirrorPath, f.ns, "5s")}
+	waitApplied(t, c.ks, c.head())
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: apps, namespace: %s}
+spec:
+  kubeProviderRef: {name: local}
+  kustomizationRef: {namespace: %s, name: %s}
+  catchUpAfter: %s
+`, f.ns, controlplane.FluxNamespace, c.ks, catchUpAfter), "apply", "-f", "-")
+	eventually(t, 2*time.Minute, "the claim held, its Startup converge done", func() (bool, error) {
+		reason, op, _ := claimState(t, f.ns, "apps")
+		return reason == "Holding" && op != nil && op.Reason == v1.ConvergeStartup && op.FinishedAt != nil, nil
+	})
+	eventually(t, time.Minute, "Flux saw the held interval", func() (bool, error) {
+		return fluxField(t, "kustomization", c.ks, ".spec.interval") == applier.HeldInterval &&
+			fluxField(t, "kustomization", c.ks, ".status.observedGeneration") == fluxField(t, "kustomization", c.ks, ".metadata.generation"), nil
+	})
+	return c
+}
+
+func (c *claimedFixture) head() string { return git(c.t, c.bare, "rev-parse", "main") }
+
+func (c *claimedFixture) color(name string) string {
+	out, _ := kubectl(admin, "", "get", "configmap", "-n", c.ns, name, "-o", "jsonpath={.data.color}")
+	return strings.TrimSpace(out)
+}
+
+func (c *claimedFixture) applied() string {
+	return applier.CommitOf(fluxField(c.t, "kustomization", c.ks, ".status.lastAppliedRevision"))
+}
+
+// noFluxCommits says no commit of the branch is authored by Flux: its
+// writes were echoes.
+func (c *claimedFixture) noFluxCommits() {
+	c.t.Helper()
+	out := git(c.t, c.bare, "log", "--format=%an <%ae>", "main")
+	assert.NotContains(c.t, out, "kustomize-controller", "an echo of Flux's became a commit")
+}
+
+// TestALiveEditSurvivesFluxAndASaveAppliesIt (E1, E3): with the claim held,
+// Flux never reverts alice's live edit, not after any number of its
+// intervals; her save with catchUp AfterPush is Committed and Applied=True
+// with a revision that holds the commit.
+func TestALiveEditSurvivesFluxAndASaveAppliesIt(t *testing.T) {
+	c := claimedMirror(t, "0s")
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
+	never(t, 15*time.Second, "Flux reverted the live edit", func() bool { return c.color("app") != "red" })
+	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "red") }, "the edit mirrored")
+
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"green"}}`)
+	c.createRequest(alice, "green", "  gitTargetRef: {name: site}\n  message: Green\n  catchUp: AfterPush\n")
+	cr, ready := c.waitOutcome("green")
+	require.Equal(t, v1.ReasonCommitted, ready.Reason, ready.Message)
+	eventually(t, time.Minute, "Applied=True", func() (bool, error) {
+		cr = c.commitRequest("green")
+		a := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied)
+		return a != nil && a.Status == metav1.ConditionTrue, nil
+	})
+	a := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied)
+	assert.Equal(t, v1.ReasonApplied, a.Reason, a.Message)
+	git(t, c.bare, "merge-base", "--is-ancestor", cr.Status.Commit, applier.CommitOf(cr.Status.AppliedRevision))
+	assert.Equal(t, applier.CommitOf(cr.Status.AppliedRevision), c.applied(), "what Flux reports applied")
+	assert.Equal(t, v1.ReasonCommitted, meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady).Reason, "Ready is unchanged")
+	assert.Equal(t, "green", c.color("app"))
+	_, op, _ := claimState(t, c.ns, "apps")
+	assert.Equal(t, v1.ConvergeCatchUp, op.Reason)
+	c.noFluxCommits()
+}
+
+// TestAForeignCommitIsAppliedByFlux (E1): a commit somebody pushes into the
+// folder is applied by a ForeignCommit converge, neither reverted in Git nor
+// left unapplied.
+func TestAForeignCommitIsAppliedByFlux(t *testing.T) {
+	c := claimedMirror(t, "0s")
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", c.url, work)
+	doc := filepath.Join(work, c.cmPath("app"))
+	content, err := os.ReadFile(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(doc, []byte(strings.Replace(string(content), "blue", "purple", 1)), 0o644))
+	git(t, work, "commit", "--quiet", "-am", "Purple, by hand")
+	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	foreign := git(t, work, "rev-parse", "HEAD")
+
+	eventually(t, time.Minute, "Flux applied the foreign commit", func() (bool, error) { return c.color("app") == "purple", nil })
+	_, op, _ := claimState(t, c.ns, "apps")
+	require.NotNil(t, op)
+	assert.Equal(t, v1.ConvergeForeignCommit, op.Reason)
+	assert.Equal(t, foreign, c.applied())
+	never(t, 5*time.Second, "the foreign commit was reverted", func() bool { return c.head() != foreign })
+	c.noFluxCommits()
+}
+
+// TestABurstOfSavesCostsOneApply (E2): ten saves on a claim whose
+// catchUpAfter is 40s are applied by one CatchUp converge: every request
+// reports the same applied revision, the tip after the last save.
+func TestABurstOfSavesCostsOneApply(t *testing.T) {
+	c := claimedMirror(t, "40s")
+	kubectlOK(t, admin, "", "patch", "gittarget", "-n", c.ns, "site", "--type=merge", "-p",
+		`{"spec":{"commit":{"window":{"silence":"10m","maxAge":"30m"}}}}`)
+	start := c.applied()
+	for i := range 10 {
+		kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", fmt.Sprintf(`{"data":{"n":"%d"}}`, i))
+		name := fmt.Sprintf("save-%d", i)
+		c.createRequest(alice, name, "  gitTargetRef: {name: site}\n  message: Save "+name+"\n")
+		_, ready := c.waitOutcome(name)
+		require.Equal(t, v1.ReasonCommitted, ready.Reason, ready.Message)
+	}
+	assert.Equal(t, start, c.applied(), "no apply before catchUpAfter")
+	tip := c.head()
+	revisions := map[string]bool{}
+	eventually(t, 2*time.Minute, "every save Applied", func() (bool, error) {
+		clear(revisions)
+		for i := range 10 {
+			cr := c.commitRequest(fmt.Sprintf("save-%d", i))
+			a := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied)
+			if a == nil || a.Status != metav1.ConditionTrue {
+				return false, nil
+			}
+			revisions[cr.Status.AppliedRevision] = true
+		}
+		return true, nil
+	})
+	assert.Equal(t, map[string]bool{"main@sha1:" + tip: true}, revisions, "one apply, of the tip, settled all ten")
+	_, op, _ := claimState(t, c.ns, "apps")
+	assert.Equal(t, v1.ConvergeCatchUp, op.Reason)
+	assert.Equal(t, "main@sha1:"+tip, op.Revision)
+}
+
+// TestAnEditFluxRevertsDuringAnApplyIsRepaired (E4): kustomize-controller
+// is paused once a ForeignCommit converge has asked it to apply; alice edits
+// meanwhile and her edit reaches Git; resumed, Flux applies the older
+// revision and reverts her. That write is an echo: Git keeps her edit, a
+// Repair converge puts it back on the cluster, the barrier is met, and no
+// write of Flux's becomes a commit.
+func TestAnEditFluxRevertsDuringAnApplyIsRepaired(t *testing.T) {
+	c := claimedMirror(t, "0s")
+	collisions := metric(t, "reverser_apply_window_collisions_total")
+	met := metric(t, `reverser_apply_window_barriers_total{outcome="met"}`)
+	before := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+
+	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGSTOP))
+	t.Cleanup(func() { _ = controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT) })
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", c.url, work)
+	require.NoError(t, os.WriteFile(filepath.Join(work, mirrorPath, "README.md"), []byte("Applied by Flux.\n"), 0o644))
+	git(t, work, "add", "-A")
+	git(t, work, "commit", "--quiet", "-m", "A README, by hand")
+	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	eventually(t, time.Minute, "the Kustomization asked to apply the foreign commit", func() (bool, error) {
+		at := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+		return at != "" && at != before, nil
+	})
+
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"orange"}}`)
+	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "orange") }, "alice's edit in Git")
+	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT))
+
+	eventually(t, 2*time.Minute, "a Repair put alice's edit back", func() (bool, error) {
+		_, op, _ := claimState(t, c.ns, "apps")
+		return op != nil && op.Reason == v1.ConvergeRepair && op.FinishedAt != nil && c.color("app") == "orange", nil
+	})
+	assert.Greater(t, metric(t, "reverser_apply_window_collisions_total"), collisions, "Flux's revert was withheld")
+	eventually(t, 30*time.Second, "the barrier met", func() (bool, error) {
+		return metric(t, `reverser_apply_window_barriers_total{outcome="met"}`) > met, nil
+	})
+	assert.Contains(t, c.file(c.cmPath("app")), "orange", "Git kept the edit")
+	c.noFluxCommits()
+	out, err := exec.Command("git", "-C", c.bare, "log", "--format=%an|%s", "main").Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "alice|", "alice authored her edit")
+}
