@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 )
 
@@ -210,14 +211,18 @@ func statusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printStatus(cmd.OutOrStdout(), targets, crs.Items)
+			claims, err := c.ReverserV1alpha1().FluxClaims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), targets, crs.Items, claims.Items)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
 	return cmd
 }
 
-func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest) error {
+func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest, claims []v1.FluxClaim) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GITTARGET\tBRANCH\tREADY\tSTREAMS\tLAST COMMIT\tLAST PUSH\tMESSAGE")
 	short := func(ref *v1.CommitRef) string {
@@ -237,13 +242,16 @@ func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest) 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printClaims(out, targets, claims); err != nil {
+		return err
+	}
 	sort.Slice(crs, func(i, j int) bool { return crs[i].CreationTimestamp.After(crs[j].CreationTimestamp.Time) })
 	if len(crs) == 0 {
 		return nil
 	}
 	fmt.Fprintln(out, "\nRECENT SAVES")
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMMITREQUEST\tTARGET\tAUTHOR\tOUTCOME\tCOMMIT")
+	fmt.Fprintln(tw, "COMMITREQUEST\tTARGET\tAUTHOR\tOUTCOME\tCOMMIT\tAPPLIED")
 	for i, cr := range crs {
 		if i == 10 {
 			break
@@ -255,7 +263,68 @@ func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest) 
 		if cr.Status.Author != nil {
 			author = cr.Status.Author.Username
 		}
-		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%.7s\n", cr.Namespace, cr.Name, cr.Spec.GitTargetRef.Name, author, outcome, cr.Status.Commit)
+		applied := "-"
+		if a := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionApplied); a != nil {
+			applied = a.Reason
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%.7s\t%s\n", cr.Namespace, cr.Name, cr.Spec.GitTargetRef.Name, author, outcome, cr.Status.Commit,
+			applied)
 	}
 	return tw.Flush()
+}
+
+// printClaims lists the FluxClaims the targets name: the Kustomization,
+// the revision Flux applied, whether it is behind the branch's last push,
+// and the last converge with its reason.
+func printClaims(out io.Writer, targets []v1.GitTarget, claims []v1.FluxClaim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nAPPLIER CLAIMS")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLAIM\tAPPLIER\tHELD\tAPPLIED\tBEHIND\tLAST OPERATION\tMESSAGE")
+	for _, fc := range claims {
+		held, msg := "False", ""
+		if c := meta.FindStatusCondition(fc.Status.Conditions, "Held"); c != nil {
+			held = string(c.Status)
+		}
+		if r := meta.FindStatusCondition(fc.Status.Conditions, v1.ConditionReady); r != nil {
+			msg = r.Reason + ": " + r.Message
+		}
+		applied := applier.CommitOf(fc.Status.LastAppliedRevision)
+		behind := "-"
+		for _, gt := range targets {
+			ref := gt.Spec.ApplierRef
+			if gt.Namespace != fc.Namespace || ref == nil || ref.Kind != v1.ApplierKindFluxClaim || ref.Name != fc.Name || gt.Status.LastPush == nil {
+				continue
+			}
+			behind = "no"
+			if push := gt.Status.LastPush; !strings.HasPrefix(push.SHA, applied) || applied == "" {
+				behind = fmt.Sprintf("yes: tip %.7s", push.SHA)
+				if push.Time != nil {
+					behind += fmt.Sprintf(" pushed %s ago", time.Since(push.Time.Time).Round(time.Second))
+				}
+			}
+		}
+		op := "-"
+		if o := fc.Status.Operation; o != nil {
+			switch {
+			case o.FinishedAt != nil:
+				op = fmt.Sprintf("%s, done %s ago", o.Reason, time.Since(o.FinishedAt.Time).Round(time.Second))
+			case o.StartedAt != nil:
+				op = fmt.Sprintf("%s, running for %s", o.Reason, time.Since(o.StartedAt.Time).Round(time.Second))
+			}
+		}
+		ks := fc.Spec.KustomizationRef
+		fmt.Fprintf(tw, "%s/%s\tKustomization %s/%s\t%s\t%.7s\t%s\t%s\t%s\n", fc.Namespace, fc.Name, ks.Namespace, ks.Name, held,
+			orDash(applied), behind, op, msg)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -114,6 +114,16 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string) error {
 	return nil
 }
 
+// HeldBy says whether claim holds the Kustomization ks: its claimed-by
+// annotation, which only TakeOver writes, names it.
+func (f *Flux) HeldBy(ctx context.Context, ks Ref, claim string) (bool, error) {
+	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reading Kustomization %s: %w", ks, err)
+	}
+	return slices.Contains(claimsOf(obj), claim), nil
+}
+
 // hold adds claim to obj's holders, keeping the interval it had before its
 // first holder, and sets the held interval.
 func (f *Flux) hold(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, claim string) error {

@@ -167,3 +167,26 @@ func TestCommitOf(t *testing.T) {
 	assert.Equal(t, "0123", CommitOf("main@sha1:0123"))
 	assert.Equal(t, "0123", CommitOf("0123"))
 }
+
+// TestHeldByReadsTheAnnotationOnlyTakeOverWrites (tenancy): whether a claim
+// holds a Kustomization is read from the Kustomization, which a tenant who
+// may only write the claim's status cannot change; a forged Held condition
+// hands nobody Flux.
+func TestHeldByReadsTheAnnotationOnlyTakeOverWrites(t *testing.T) {
+	ctx := context.Background()
+	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	f := newFlux(kustomization("apps", "repo"), repo)
+	ks := Ref{"flux-system", "apps"}
+	held, err := f.HeldBy(ctx, ks, "team/apps")
+	require.NoError(t, err)
+	assert.False(t, held, "not taken over")
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps"))
+	held, err = f.HeldBy(ctx, ks, "team/apps")
+	require.NoError(t, err)
+	assert.True(t, held)
+	held, err = f.HeldBy(ctx, ks, "mallory/apps")
+	require.NoError(t, err)
+	assert.False(t, held, "another namespace's claim of the same name holds nothing")
+	_, err = f.HeldBy(ctx, Ref{"flux-system", "gone"}, "team/apps")
+	assert.Error(t, err)
+}

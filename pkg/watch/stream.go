@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -339,18 +340,22 @@ func Barrier(ctx context.Context, streams []*Stream, poll time.Duration) error {
 	defer ticker.Stop()
 	for {
 		met := true
+		var behind []string
 		for i, s := range streams {
 			if s.notNumeric.Load() {
 				return ErrNotNumeric
 			}
-			met = met && s.handled.Load() >= marks[i]
+			if h := s.handled.Load(); h < marks[i] {
+				met = false
+				behind = append(behind, fmt.Sprintf("%s at %d of %d", s.Scope, h, marks[i]))
+			}
 		}
 		if met {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("%w: streams behind: %s", ctx.Err(), strings.Join(behind, ", "))
 		case <-ticker.C:
 		}
 	}

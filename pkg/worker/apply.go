@@ -134,6 +134,11 @@ type applyState struct {
 	graceUntil      time.Time
 	barrierToken    string
 	barrierDeadline time.Time
+	// barrierSeq, once the streams answered the barrier, is the last change
+	// they had sent by then: the barrier is met when none up to it still
+	// waits for its author.
+	barrierSeq      uint64
+	barrierAnswered bool
 	// waiting are the saves whose commits wait to be applied.
 	waiting []*applyWait
 	polled  time.Time
@@ -207,14 +212,25 @@ func (w *Worker) BarrierMet(ctx context.Context, key, token string, err error) {
 		if !ok || t.apply == nil || t.apply.barrierToken != token {
 			return // a barrier a later one replaced
 		}
-		t.apply.barrierToken = ""
 		if err != nil {
+			t.apply.barrierToken = ""
 			metrics.ApplyWindowBarriers.WithLabelValues("failed").Inc()
-			klog.Background().V(2).Info("Apply window barrier failed; the grace alone closes it", "gitTarget", key, "err", err)
+			klog.Background().Info("Apply window barrier failed; the grace alone closes the window", "gitTarget", key, "err", err.Error())
 			return
 		}
-		metrics.ApplyWindowBarriers.WithLabelValues("met").Inc()
+		t.apply.barrierSeq, t.apply.barrierAnswered = t.seq, true
 	})
+}
+
+// settleBarrier closes the barrier once every change the streams sent
+// before answering it has its author and was judged.
+func (a *applyState) settleBarrier(t *target) {
+	if a.barrierToken == "" || !a.barrierAnswered ||
+		slices.ContainsFunc(t.pending, func(p pendingChange) bool { return p.seq <= a.barrierSeq }) {
+		return
+	}
+	a.barrierToken, a.barrierAnswered = "", false
+	metrics.ApplyWindowBarriers.WithLabelValues("met").Inc()
 }
 
 // windowOpen says whether the applier's writes are echoes now.
@@ -314,9 +330,10 @@ func (w *Worker) stepApply(ctx context.Context, t *target) error {
 			return nil
 		}
 	}
+	a.settleBarrier(t)
 	if a.barrierToken != "" && !now.Before(a.barrierDeadline) {
 		metrics.ApplyWindowBarriers.WithLabelValues("timed_out").Inc()
-		a.barrierToken = ""
+		a.barrierToken, a.barrierAnswered = "", false
 	}
 	w.pollRemote(ctx, t)
 	behind := !a.known || a.applied != w.pushed
@@ -386,6 +403,7 @@ func (w *Worker) sendConverge(ctx context.Context, t *target) bool {
 		w.applyBackoff(t, fmt.Errorf("asking the applier to converge: %w", err))
 		return false
 	}
+	klog.FromContext(ctx).V(2).Info("Converge sent", "gitTarget", t.cfg.Key, "reason", a.pending, "head", w.pushed.String())
 	a.inflight = &inflight{op: op, reason: a.pending, yields: a.yields, head: w.pushed, started: now, edits: a.liveEdits, saves: a.waiting}
 	a.waiting = nil
 	if a.pending == ReasonRepair {
@@ -413,6 +431,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 	}
 	now := w.clock.Now()
 	a.inflight = nil
+	klog.FromContext(ctx).V(2).Info("Converge done", "gitTarget", t.cfg.Key, "reason", in.reason, "progress", p)
 	w.openGrace(t, now)
 	rep := ApplyReport{Reason: in.reason, Head: w.revision(in.head), Started: in.started, Finished: now}
 	switch {
@@ -474,7 +493,7 @@ func (w *Worker) openGrace(t *target, now time.Time) {
 	if a.cfg.Barrier == nil {
 		return
 	}
-	a.barrierToken = now.UTC().Format(time.RFC3339Nano)
+	a.barrierToken, a.barrierAnswered = now.UTC().Format(time.RFC3339Nano), false
 	a.barrierDeadline = now.Add(BarrierTimeout)
 	a.cfg.Barrier(a.barrierToken)
 }
@@ -529,7 +548,7 @@ func (w *Worker) applyBackoff(t *target, err error) {
 		a.backoff = min(2*a.backoff, 5*time.Minute)
 	}
 	a.retryAt = w.clock.Now().Add(a.backoff)
-	klog.Background().V(2).Info("Converge held back", "gitTarget", t.cfg.Key, "retryIn", a.backoff, "err", err)
+	klog.Background().Info("Converge held back", "gitTarget", t.cfg.Key, "retryIn", a.backoff, "err", err.Error())
 }
 
 func (w *Worker) report(t *target, r ApplyReport) {

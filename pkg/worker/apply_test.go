@@ -131,7 +131,7 @@ func claimed(t *testing.T, catchUpAfter time.Duration) (*clocked, Target, *fakeA
 	tg.Window = Window{Silence: 5 * time.Second, MaxAge: time.Minute}
 	tg.Authors = &authors{waiting: map[string]bool{}}
 	tg.Scopes = []watch.Scope{demoScope}
-	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux},
+	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux}, Manager: "flux-manager",
 		Grace: 10 * time.Second, Poll: 30 * time.Second, Report: reps.add}
 	c := startClocked(t, url, tg)
 	c.bare = bare
@@ -306,7 +306,7 @@ func TestAnApplyOfAnOlderCommitIsAskedAgain(t *testing.T) {
 		seen = append(seen, r.Reason)
 	}
 	assert.Equal(t, []string{"Applying", "Retrying", "Applied"}, seen, "the save never hears Applied for the older commit")
-	assert.Equal(t, head, results[len(results)-1].Revision)
+	assert.Equal(t, "main@sha1:"+head, results[len(results)-1].Revision)
 	assert.True(t, results[len(results)-1].Settled)
 	_, finished := reps.reasons()
 	assert.Equal(t, []string{ReasonStartup, ReasonCatchUp, ReasonCatchUp}, finished)
@@ -352,4 +352,92 @@ func TestADroppedClaimSettlesItsWaitingSaves(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, "ApplierGone", last.Reason)
 	assert.True(t, last.Settled)
+}
+
+// TestWithoutAnAuditFactTheFieldManagerTellsTheApplier (E4): a write no
+// audit fact names is the applier's when the object's newest managedFields
+// entry is its manager's; one by another manager is a person's edit.
+func TestWithoutAnAuditFactTheFieldManagerTellsTheApplier(t *testing.T) {
+	c, tg, a, _ := claimed(t, 0)
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.seedRemote(map[string]string{"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"}, "by hand")
+	a.setHold(true)
+	c.step(30 * time.Second) // ForeignCommit sent, held
+	unknown := "unknown (attribution unresolved)"
+	send := func(name, value, manager string) {
+		c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+			Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: unknown, Manager: manager})
+		c.settle()
+	}
+	send("b", "b: 1", "flux-manager") // an echo of Git
+	send("c", "c: 1", "kubectl-edit") // somebody's edit, during the apply
+	a.setHold(false)
+	c.step(time.Second)
+	c.step(5 * time.Second)
+	assert.Equal(t, "c: 1", c.remoteShow("clusters/dev/demo/configmaps/c.yaml"), "the edit is mirrored")
+	sent, _ := a.sent()
+	assert.Equal(t, 2, sent, "no collision, no Repair")
+	assert.NotContains(t, c.log(), unknown+"|Reverser: update ConfigMap demo/b", "the echo became no commit")
+}
+
+// TestTheApplyWindowWaitsForItsBarrier (E4): after its grace, the window
+// stays open until the streams answer the barrier and every change they
+// sent before it has its author; an applier write judged then is still an
+// echo; once the barrier is met, the applier's writes are mirrored as
+// anybody's.
+func TestTheApplyWindowWaitsForItsBarrier(t *testing.T) {
+	c, tg, a, _ := claimed(t, 0)
+	var mu sync.Mutex
+	var tokens []string
+	c.w.SetTarget(c.ctx, withBarrier(tg, func(token string) { mu.Lock(); tokens = append(tokens, token); mu.Unlock() }))
+	c.settle()
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle() // Startup sent and done: its barrier is taken
+	mu.Lock()
+	require.Len(t, tokens, 1)
+	token := tokens[0]
+	mu.Unlock()
+	c.step(time.Minute) // the grace is over, the barrier is not answered
+	tg.Authors.(*authors).wait("flux")
+	c.changeBy(tg, "a", "flux", "a: 0") // sent before the answer, its fact late
+	c.w.BarrierMet(c.ctx, tg.Key, token, nil)
+	c.settle()
+	tg.Authors.(*authors).arrive("flux")
+	c.step(time.Second)
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "judged an echo: the window was still open")
+	sent, _ := a.sent()
+	assert.Equal(t, 2, sent, "its revert asked a Repair")
+
+	c.step(time.Minute) // the Repair's window: grace over, barrier answered at once
+	mu.Lock()
+	token = tokens[len(tokens)-1]
+	mu.Unlock()
+	c.w.BarrierMet(c.ctx, tg.Key, token, nil)
+	c.settle()
+	c.changeBy(tg, "a", "flux", "a: 2")
+	c.step(5 * time.Second)
+	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "after the window, a write is anybody's")
+}
+
+func withBarrier(tg Target, barrier func(string)) Target {
+	cl := *tg.Claim
+	cl.Barrier = barrier
+	tg.Claim = &cl
+	return tg
+}
+
+// wait holds user's facts back until arrive.
+func (a *authors) wait(user string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.waiting[user] = true
+}
+
+func (a *authors) arrive(user string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.waiting, user)
 }

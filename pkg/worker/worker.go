@@ -139,6 +139,8 @@ type target struct {
 	retryAt time.Time
 	// saves wait for, or collect, their author's window.
 	saves []*SaveRequest
+	// seq numbers the changes sent to the target, in order.
+	seq uint64
 	// synced are the scopes whose initial state is complete; sweep says
 	// they must be swept against the current head.
 	synced []watch.Scope
@@ -152,6 +154,7 @@ type target struct {
 type pendingChange struct {
 	watch.Change
 	author *gitrepo.Signature
+	seq    uint64
 }
 
 type doc struct {
@@ -313,7 +316,8 @@ func (w *Worker) forget(t *target) {
 func (w *Worker) Change(ctx context.Context, key string, ch watch.Change) {
 	w.do(ctx, func() {
 		if t, ok := w.targets[key]; ok {
-			t.pending = append(t.pending, pendingChange{Change: ch})
+			t.seq++
+			t.pending = append(t.pending, pendingChange{Change: ch, seq: t.seq})
 		}
 	})
 }

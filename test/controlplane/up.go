@@ -284,7 +284,9 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		// and finished CommitRequests do not pile up.
 		"--resync=10s", "--commit-request-ttl=15s",
 		// Foreign commits reach a claimed applier within seconds.
-		"--applier-remote-poll=2s", "--apply-window-grace=2s")
+		"--applier-remote-poll=2s", "--apply-window-grace=2s",
+		// A failure in CI shows the converges and barriers.
+		"-v=2")
 	if err != nil {
 		return nil, err
 	}
@@ -564,6 +566,12 @@ func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 	}
 	if err := kubectlApply(ctx, env.KubeconfigAdmin, manifests.String()); err != nil {
 		return fmt.Errorf("installing Flux's CRDs: %w", err)
+	}
+	// A controller started before its kinds are served exits at once ("no
+	// matches for kind").
+	if out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", env.KubeconfigAdmin, "wait", "--for=condition=Established",
+		"--timeout=60s", "crd", "--all").CombinedOutput(); err != nil {
+		return fmt.Errorf("waiting for Flux's CRDs: %w: %s", err, out)
 	}
 	env.FluxStorageURL = fmt.Sprintf("http://127.0.0.1:%d", p.fluxStorage)
 	if err := os.MkdirAll(filepath.Join(env.Dir, "flux-storage"), 0o755); err != nil {

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
@@ -49,20 +50,27 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	if err != nil {
 		return nil, err
 	}
+	ks := applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name}
+	claimKey := fc.Namespace + "/" + fc.Name
+	// Held is the claim's status, which whoever may write it could forge;
+	// the Kustomization's claimed-by annotation only the claims controller
+	// writes, with its own rights, after checking the claim's author.
+	if held, err := (&applier.Flux{Client: src.dynamic}).HeldBy(ctx, ks, claimKey); err != nil || !held {
+		return nil, nil // the claims controller says why in the claim's status
+	}
 	catchUp := defaultCatchUpAfter
 	if fc.Spec.CatchUpAfter != nil {
 		catchUp = fc.Spec.CatchUpAfter.Duration
 	}
-	key, claimKey := gt.Namespace+"/"+gt.Name, fc.Namespace+"/"+fc.Name
+	key := gt.Namespace + "/" + gt.Name
 	writers := make([]gitrepo.Signature, 0, len(c.cfg.FluxIdentities))
 	for _, u := range c.cfg.FluxIdentities {
 		writers = append(writers, attribution.Identity(u, domain))
 	}
 	report := c.cfg.ClaimReports
 	return &worker.Claim{
-		Key: claimKey,
-		Applier: &applier.Kustomization{Flux: &applier.Flux{Client: src.dynamic},
-			Ref: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name}},
+		Key:          claimKey,
+		Applier:      &applier.Kustomization{Flux: &applier.Flux{Client: src.dynamic}, Ref: ks},
 		CatchUpAfter: catchUp, Writers: writers, Manager: applier.FluxManager, Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll,
 		Barrier: func(token string) { go c.barrier(key, token) },
 		Report: func(r worker.ApplyReport) {
@@ -94,6 +102,9 @@ func (c *Controller) barrier(key, token string) {
 	wait, cancel := context.WithTimeout(ctx, worker.BarrierTimeout)
 	defer cancel()
 	err := watch.Barrier(wait, streams, 100*time.Millisecond)
+	if err != nil {
+		klog.FromContext(ctx).Info("Apply window barrier not met", "gitTarget", key, "err", err.Error())
+	}
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 		return
 	}
