@@ -274,9 +274,8 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 	metrics.ApplyWindowCollisions.Inc()
 	klog.Background().Info("The applier reverted what Git holds; Git keeps it and a Repair converge puts it back", "gitTarget", t.cfg.Key,
 		"object", ch.Desc)
-	if a.pending == "" || a.yields {
-		a.pending, a.yields = ReasonRepair, false
-	}
+	// Whatever else was pending, the next converge repairs: it says so.
+	a.pending, a.yields = ReasonRepair, false
 	return true
 }
 
