@@ -254,7 +254,17 @@ func (a *applyState) writtenByApplier(ch watch.Change, author gitrepo.Signature,
 // Repair.
 func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool {
 	a := t.apply
-	if a == nil || ch.Snapshot || !a.windowOpen(w.clock.Now()) || !a.writtenByApplier(ch, author, w.anonymous(author)) {
+	switch {
+	case a == nil:
+		return false
+	case ch.Snapshot:
+		// A stream's initial state after a restart: the applier may have
+		// applied while nobody watched (a converge the old process sent).
+		// No audit fact says who wrote; managedFields do.
+		if a.cfg.Manager == "" || ch.Manager != a.cfg.Manager {
+			return false
+		}
+	case !a.windowOpen(w.clock.Now()) || !a.writtenByApplier(ch, author, w.anonymous(author)):
 		return false
 	}
 	want, wantHeld := w.gitDocument(t, ch.Path)
@@ -270,6 +280,23 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 	}
 	if a.repairedFor == w.head {
 		return false // repaired at this head already: the cluster's form wins
+	}
+	if ch.Snapshot {
+		// Keep Git's document as the state to hold, or a sweep would take
+		// it for one the cluster lacks; the pending Startup puts it back.
+		if !wantHeld {
+			return false // Git has no document to keep: mirror the object
+		}
+		content, err := w.repo.ReadBlob(want)
+		if err != nil {
+			return false
+		}
+		t.desired[ch.Path] = doc{content: append([]byte{}, content...), desc: ch.Desc}
+		metrics.ApplyWindowCollisions.Inc()
+		if a.pending == "" {
+			a.pending, a.yields = ReasonRepair, false
+		}
+		return true
 	}
 	metrics.ApplyWindowCollisions.Inc()
 	klog.Background().Info("The applier reverted what Git holds; Git keeps it and a Repair converge puts it back", "gitTarget", t.cfg.Key,

@@ -123,8 +123,13 @@ var (
 // authors by the changes' ResourceVersion field, and delivers its initial
 // state when the test says, on a branch with one commit.
 func claimed(t *testing.T, catchUpAfter time.Duration) (*clocked, Target, *fakeApplier, *reports) {
+	return claimedOn(t, catchUpAfter, map[string]string{"README.md": "apps\n"})
+}
+
+// claimedOn is claimed on a branch whose one commit holds files.
+func claimedOn(t *testing.T, catchUpAfter time.Duration, files map[string]string) (*clocked, Target, *fakeApplier, *reports) {
 	url, bare := serveRepo(t)
-	(&fixture{t: t, url: url, bare: bare}).seedRemote(map[string]string{"README.md": "apps\n"}, "seed")
+	(&fixture{t: t, url: url, bare: bare}).seedRemote(files, "seed")
 	a := &fakeApplier{}
 	reps := &reports{}
 	tg := site
@@ -440,4 +445,29 @@ func (a *authors) arrive(user string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.waiting, user)
+}
+
+// TestAfterARestartTheApplierWritesInTheSnapshotDoNotOverwriteGit (E4,
+// restart): an object the applier wrote last while nobody watched (it
+// applied an older revision over a saved edit) keeps Git's document, and
+// the Startup converge puts it back; an object a person wrote last is
+// mirrored as always.
+func TestAfterARestartTheApplierWritesInTheSnapshotDoNotOverwriteGit(t *testing.T) {
+	c, tg, a, _ := claimedOn(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: edited\n",
+		"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"})
+	snapshot := func(name, value, manager string) {
+		c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+			Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: "snapshot", Manager: manager, Snapshot: true})
+	}
+	snapshot("a", "a: old", "flux-manager") // Flux reverted the edit while the controller was down
+	snapshot("b", "b: 2", "kubectl-edit")   // somebody edited while it was down
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.step(5 * time.Second)
+	assert.Equal(t, "a: edited", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "Git keeps the edit, swept neither")
+	assert.Equal(t, "b: 2", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"))
+	sent, applied := a.sent()
+	assert.Equal(t, 1, sent, "one converge puts Git back")
+	assert.Equal(t, 1, applied)
+	assert.Equal(t, c.git(c.bare, "rev-parse", "main"), a.lastRev(), "the head with both")
 }

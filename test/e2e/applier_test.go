@@ -214,3 +214,42 @@ func TestAnEditFluxRevertsDuringAnApplyIsRepaired(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), "alice|", "alice authored her edit")
 }
+
+// TestAControllerKilledMidApplyLosesNothing (the mirror invariant across a
+// restart): the controller is killed while Flux, paused, holds a converge;
+// resumed, Flux reverts alice's saved edit while nobody watches. The
+// restarted controller keeps her edit in Git (Flux wrote the object last,
+// by its managedFields) and its Startup converge puts it back: Git and the
+// cluster agree, her edit committed once, nothing by Flux.
+func TestAControllerKilledMidApplyLosesNothing(t *testing.T) {
+	c := claimedMirror(t, "0s")
+	before := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGSTOP))
+	t.Cleanup(func() { _ = controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT) })
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", c.url, work)
+	require.NoError(t, os.WriteFile(filepath.Join(work, mirrorPath, "README.md"), []byte("Applied by Flux.\n"), 0o644))
+	git(t, work, "add", "-A")
+	git(t, work, "commit", "--quiet", "-m", "A README, by hand")
+	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	eventually(t, time.Minute, "the Kustomization asked to apply", func() (bool, error) {
+		at := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+		return at != "" && at != before, nil
+	})
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"orange"}}`)
+	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "orange") }, "alice's edit in Git")
+
+	require.NoError(t, controlplane.Kill(env, "reverser-controller"))
+	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT))
+	eventually(t, time.Minute, "Flux reverted the edit while nobody watched", func() (bool, error) { return c.color("app") == "blue", nil })
+	require.NoError(t, controlplane.Restart(env, "reverser-controller"))
+
+	eventually(t, 2*time.Minute, "the edit back on the cluster", func() (bool, error) { return c.color("app") == "orange", nil })
+	never(t, 5*time.Second, "Git or the cluster lost the edit", func() bool {
+		return c.color("app") != "orange" || !strings.Contains(c.file(c.cmPath("app")), "orange")
+	})
+	c.noFluxCommits()
+	out, err := exec.Command("git", "-C", c.bare, "log", "--format=%an", "-G", "orange", "main", "--", c.cmPath("app")).Output()
+	require.NoError(t, err)
+	assert.Equal(t, "alice", strings.TrimSpace(string(out)), "her edit committed once, by her")
+}
