@@ -5,6 +5,8 @@
 //
 //	P1  snapshot of N ConfigMaps until pushed   vs  git CLI add+commit+push of the same files
 //	P2  one edit until its commit is pushed     vs  a bare client-go watch seeing the edit
+//	P4  edit + CommitRequest until Committed    vs  the same edit committed without a request
+//	P5  a save's push until Applied=True (Flux)  vs  Flux applying a pushed commit when asked directly
 //
 // Run with `make bench`; REVERSER_BENCH_CONFIGMAPS (default 10000) and
 // REVERSER_BENCH_EDITS (default 60) size it. No assertion is timed: the
@@ -59,7 +61,10 @@ func TestBench(t *testing.T) {
 	} { // kubectl-reverser is not needed: the benchmark uses the clientset
 		run(t, root, "go", "build", "-o", filepath.Join(bin, name), pkg)
 	}
-	env, err := controlplane.Up(ctx, controlplane.Options{Dir: filepath.Join(root, "_output", "bench", "local"), ControlPlaneBin: cpBin, ReverserBin: bin})
+	fluxBin, err := controlplane.BuildFlux(ctx, root, os.Stdout)
+	require.NoError(t, err)
+	env, err := controlplane.Up(ctx, controlplane.Options{Dir: filepath.Join(root, "_output", "bench", "local"), ControlPlaneBin: cpBin, ReverserBin: bin,
+		FluxBin: fluxBin})
 	require.NoError(t, err)
 	defer func() { _ = controlplane.Down(env.Dir) }()
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
@@ -75,6 +80,7 @@ func TestBench(t *testing.T) {
 		editLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_EDITS", 60), "local")
 	})
 	t.Run("P4-save-latency", func(t *testing.T) { saveLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_SAVES", 20)) })
+	t.Run("P5-save-applied", func(t *testing.T) { saveApplied(ctx, t, env, kube, envInt("REVERSER_BENCH_APPLIES", 10)) })
 }
 
 func run(t *testing.T, dir, name string, args ...string) string {
