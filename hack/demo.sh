@@ -115,6 +115,51 @@ else
 fi
 echo "(See docs/security.md: what an admin lends, and what each rule's author must be allowed.)"
 
+say "Flux applies the same folder: admin hands its Kustomization to Reverser with a FluxClaim"
+kubectl apply --server-side -f - <<YAML
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: demo, namespace: flux-system}
+spec: {url: "${GIT_BASE_URL}/demo.git", ref: {branch: main}, interval: 5s}
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: demo, namespace: flux-system}
+spec: {sourceRef: {kind: GitRepository, name: demo}, path: ./clusters/demo, prune: false, interval: 5s}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: demo, namespace: demo}
+spec:
+  kubeProviderRef: {name: local}
+  kustomizationRef: {namespace: flux-system, name: demo}
+  catchUpAfter: 1m
+YAML
+show kubectl patch gittarget site -n demo --type merge -p '{"spec":{"applierRef":{"kind":"FluxClaim","name":"demo"}}}'
+wait_for "the claim's Startup converge" sh -c "kubectl get fluxclaim demo -n demo -o jsonpath='{.status.operation.finishedAt}' | grep -q ."
+show kubectl get kustomization demo -n flux-system -o jsonpath='{.spec.interval}{"  (was 5s)\n"}'
+
+say "alice edits live; Flux's 5s interval is held, so it does not revert her"
+show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo patch configmap feature-flags --type merge -p '{"data":{"checkout":"off"}}'
+sleep 12  # more than two of Flux's old intervals: nothing is waited for here, the point is that nothing happens
+show kubectl get configmap feature-flags -n demo -o jsonpath='{.data.checkout}{"  (still hers after 12s)\n"}'
+
+say "alice edits again and saves with catchUp: AfterPush; Reverser pushes, then asks Flux to apply, and reports it in Applied"
+show kubectl --kubeconfig "${KUBECONFIG_ALICE}" -n demo patch configmap feature-flags --type merge -p '{"data":{"checkout":"off, for the sale"}}'
+kubectl --kubeconfig "${KUBECONFIG_ALICE}" create -f - <<YAML
+apiVersion: reverser.dev/v1alpha1
+kind: CommitRequest
+metadata: {name: checkout-off, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  message: Turn the new checkout off again
+  catchUp: AfterPush
+YAML
+show kubectl --kubeconfig "${KUBECONFIG_ALICE}" wait -n demo commitrequest/checkout-off --for=condition=Applied --timeout=60s
+show kubectl get commitrequest checkout-off -n demo -o jsonpath='{.status.commit}{" applied as "}{.status.appliedRevision}{"\n"}'
+show kubectl get kustomization demo -n flux-system -o jsonpath='{.status.lastAppliedRevision}{"\n"}'
+show kubectl reverser status -n demo
+
 say "Next"
 cat <<TEXT
 The control plane is still running (state and logs in ${LOCAL_DIR}).
