@@ -53,7 +53,7 @@ type options struct {
 	commitRequestTTL, collect, saveTimeout        time.Duration
 	secretNamespace                               string
 	auditMaxInFlight                              int
-	fluxIdentities                                string
+	fluxIdentities, argoIdentities                string
 	applyGrace, remotePoll                        time.Duration
 }
 
@@ -92,6 +92,8 @@ func main() {
 		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
 	flag.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
 		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
+	flag.StringVar(&o.argoIdentities, "argocd-identities", "system:serviceaccount:argocd:argocd-application-controller",
+		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
 	flag.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
 		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
 	flag.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
@@ -139,7 +141,8 @@ func run(ctx context.Context, o options) error {
 	operations := claims.NewOperations()
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
-		ApplyGrace: o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record})
+		ArgoCDIdentities: splitList(o.argoIdentities),
+		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: func(target string) (commitrequest.Saver, string, bool) {
 			w, domain, ok := c.Saver(target)
@@ -198,7 +201,7 @@ func run(ctx context.Context, o options) error {
 		}()
 		go func() {
 			if err := held.Run(ctx, 1); err != nil {
-				klog.ErrorS(err, "FluxClaim controller stopped")
+				klog.ErrorS(err, "Applier claims controller stopped")
 			}
 		}()
 		if err := c.Run(ctx, 2); err != nil {

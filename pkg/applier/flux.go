@@ -181,15 +181,26 @@ func (f *Flux) unhold(ctx context.Context, gvr schema.GroupVersionResource, obj 
 // spec.interval into obj, conditional on the resourceVersion it was read at.
 func (f *Flux) patch(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, annotations map[string]any,
 	interval string) error {
-	p := map[string]any{"metadata": map[string]any{"resourceVersion": obj.GetResourceVersion(), "annotations": annotations}}
+	var spec map[string]any
 	if interval != "" {
-		p["spec"] = map[string]any{"interval": interval}
+		spec = map[string]any{"interval": interval}
+	}
+	return patchHeld(ctx, f.Client, gvr, obj, annotations, spec)
+}
+
+// patchHeld merges annotations (nil removes one) and spec, when set, into
+// obj, conditional on the resourceVersion it was read at.
+func patchHeld(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured,
+	annotations, spec map[string]any) error {
+	p := map[string]any{"metadata": map[string]any{"resourceVersion": obj.GetResourceVersion(), "annotations": annotations}}
+	if spec != nil {
+		p["spec"] = spec
 	}
 	data, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	_, err = f.Client.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{
+	_, err = client.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{
 		FieldManager: "reverser"})
 	return err
 }

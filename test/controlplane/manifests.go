@@ -124,6 +124,10 @@ rules:
 - apiGroups: [kustomize.toolkit.fluxcd.io, source.toolkit.fluxcd.io]
   resources: [kustomizations, gitrepositories]
   verbs: [patch]
+# ArgoCDClaims: the automated sync of the Applications held, and their syncs.
+- apiGroups: [argoproj.io]
+  resources: [applications]
+  verbs: [patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

@@ -550,7 +550,7 @@ func freePorts() (ports, error) {
 func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 	var manifests strings.Builder
 	manifests.WriteString(fluxManifests)
-	for _, c := range []string{"source", "kustomize"} {
+	for _, c := range []string{"source", "kustomize", "argocd"} {
 		files, err := filepath.Glob(filepath.Join(bin, "crds", c, "*.yaml"))
 		if err != nil || len(files) == 0 {
 			return fmt.Errorf("no Flux CRDs in %s (run hack/build-flux.sh): %v", filepath.Join(bin, "crds", c), err)

@@ -1,14 +1,16 @@
-// Package claims holds the Flux Kustomizations that FluxClaims hand to
-// Reverser. A claim is held while a GitTarget in its namespace names it in
-// spec.applierRef and the user in its status.authorizedBy may still get and
-// patch the Kustomization: Reverser then holds the Kustomization's and its
-// GitRepository's schedules (pkg/applier) and, once, converges it
-// (Startup). A claim no GitTarget names, no longer authorised, or deleted
-// (a finalizer waits for it) gives the schedules back as they were.
+// Package claims holds the appliers that FluxClaims (a Flux Kustomization)
+// and ArgoCDClaims (an Argo CD Application) hand to Reverser. A claim is
+// held while a GitTarget in its namespace names it in spec.applierRef and
+// the user in its status.authorizedBy may still get and patch the applier
+// object: Reverser then holds its schedule (pkg/applier: the Kustomization's
+// and its GitRepository's intervals, the Application's automated sync). A
+// claim no GitTarget names, no longer authorised, or deleted (a finalizer
+// waits for it) gives the schedule back as it was. Both kinds share one
+// queue, keyed by Key.
 //
 // A held claim says so in its Held condition, which the mirror controller
 // reads: it then hands the claim to the branch worker of the GitTarget,
-// which decides when Flux applies (Startup, ForeignCommit, Repair,
+// which decides when the applier applies (Startup, ForeignCommit, Repair,
 // CatchUp). The worker's reports reach this controller through Operations,
 // and it writes them into status.operation and status.lastAppliedRevision.
 //
@@ -56,7 +58,8 @@ const Finalizer = "reverser.dev/release-applier"
 type Config struct {
 	Reverser versioned.Interface
 	Factory  informers.SharedInformerFactory
-	// Dynamic reaches this cluster's Flux objects (inCluster providers).
+	// Dynamic reaches this cluster's Flux and Argo CD objects (inCluster
+	// providers).
 	Dynamic dynamic.Interface
 	// Authorizer checks, on every reconcile, that status.authorizedBy may
 	// still get and patch the Kustomization.
@@ -107,15 +110,49 @@ func (o *Operations) forget(claim string) {
 	o.mu.Unlock()
 }
 
-// Controller holds FluxClaims.
+// Controller holds FluxClaims and ArgoCDClaims.
 type Controller struct {
 	cfg     Config
-	flux    *applier.Flux
-	claims  listers.FluxClaimLister
+	kinds   map[v1.ApplierKind]*claimKind
 	targets listers.GitTargetLister
 	kps     listers.KubeProviderLister
 	queue   workqueue.TypedRateLimitingInterface[string]
 	synced  []cache.InformerSynced
+}
+
+// holder is what the controller needs of a claim kind's applier.
+type holder interface {
+	TakeOver(ctx context.Context, ref applier.Ref, claim string) error
+	Release(ctx context.Context, ref applier.Ref, claim string) error
+}
+
+// claimKind is one kind of claim: how its objects are read and written, and
+// which applier object it holds.
+type claimKind struct {
+	kind v1.ApplierKind
+	// group and resource of the applier object, for authorization; what
+	// names it in messages ("Kustomization"), schedule what is held.
+	group, resource, what, schedule string
+	holder                          holder
+	get                             func(ns, name string) (*claim, error)
+}
+
+// claim is a claim of either kind as the controller handles it: pointers
+// into a copy of the object, and the writes of that copy.
+type claim struct {
+	kind         *claimKind
+	meta         *metav1.ObjectMeta
+	status       *v1.ApplierClaimStatus
+	kubeProvider string
+	target       applier.Ref
+	update       func(ctx context.Context) error
+	updateStatus func(ctx context.Context) error
+}
+
+// Key is the queue's and Operations' key of a claim: its kind, namespace
+// and name ("FluxClaim/team/apps"), so two kinds may share a name.
+func Key(kind v1.ApplierKind, namespace, name string) string {
+	return string(kind) + "/" + namespace + "/" + name
 }
 
 // New builds the controller and registers its informers.
@@ -130,58 +167,111 @@ func New(cfg Config) *Controller {
 		cfg.Operations = NewOperations()
 	}
 	r := cfg.Factory.Reverser().V1alpha1()
-	c := &Controller{cfg: cfg, flux: &applier.Flux{Client: cfg.Dynamic}, claims: r.FluxClaims().Lister(), targets: r.GitTargets().Lister(),
-		kps: r.KubeProviders().Lister(),
+	api := cfg.Reverser.ReverserV1alpha1()
+	c := &Controller{cfg: cfg, targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "fluxclaims"})}
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "applierclaims"})}
+	fluxClaims, argoClaims := r.FluxClaims().Lister(), r.ArgoCDClaims().Lister()
+	c.kinds = map[v1.ApplierKind]*claimKind{
+		v1.ApplierKindFluxClaim: {kind: v1.ApplierKindFluxClaim, group: admission.FluxKustomizationGroup,
+			resource: admission.FluxKustomizationResource, what: "Kustomization", schedule: "Flux keeps its own schedule",
+			holder: &applier.Flux{Client: cfg.Dynamic}},
+		v1.ApplierKindArgoCDClaim: {kind: v1.ApplierKindArgoCDClaim, group: admission.ArgoCDApplicationGroup,
+			resource: admission.ArgoCDApplicationResource, what: "Application", schedule: "Argo CD keeps its own automated sync",
+			holder: &applier.ArgoCD{Client: cfg.Dynamic}},
+	}
+	c.kinds[v1.ApplierKindFluxClaim].get = func(ns, name string) (*claim, error) {
+		fc, err := fluxClaims.FluxClaims(ns).Get(name)
+		if err != nil {
+			return nil, err
+		}
+		fc = fc.DeepCopy()
+		return &claim{kind: c.kinds[v1.ApplierKindFluxClaim], meta: &fc.ObjectMeta, status: &fc.Status, kubeProvider: fc.Spec.KubeProviderRef.Name,
+			target: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name},
+			update: func(ctx context.Context) error {
+				_, err := api.FluxClaims(ns).Update(ctx, fc, metav1.UpdateOptions{})
+				return err
+			},
+			updateStatus: func(ctx context.Context) error {
+				_, err := api.FluxClaims(ns).UpdateStatus(ctx, fc, metav1.UpdateOptions{})
+				return err
+			}}, nil
+	}
+	c.kinds[v1.ApplierKindArgoCDClaim].get = func(ns, name string) (*claim, error) {
+		ac, err := argoClaims.ArgoCDClaims(ns).Get(name)
+		if err != nil {
+			return nil, err
+		}
+		ac = ac.DeepCopy()
+		return &claim{kind: c.kinds[v1.ApplierKindArgoCDClaim], meta: &ac.ObjectMeta, status: &ac.Status, kubeProvider: ac.Spec.KubeProviderRef.Name,
+			target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name},
+			update: func(ctx context.Context) error {
+				_, err := api.ArgoCDClaims(ns).Update(ctx, ac, metav1.UpdateOptions{})
+				return err
+			},
+			updateStatus: func(ctx context.Context) error {
+				_, err := api.ArgoCDClaims(ns).UpdateStatus(ctx, ac, metav1.UpdateOptions{})
+				return err
+			}}, nil
+	}
 	cfg.Operations.mu.Lock()
 	cfg.Operations.notify = c.queue.Add
 	cfg.Operations.mu.Unlock()
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
+	enqueue := func(kind v1.ApplierKind) func(obj any) {
+		return func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				c.queue.Add(string(kind) + "/" + key)
+			}
 		}
 	}
-	_, err := r.FluxClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue})
-	utilruntime.Must(err)
+	for kind, inf := range map[v1.ApplierKind]cache.SharedIndexInformer{
+		v1.ApplierKindFluxClaim: r.FluxClaims().Informer(), v1.ApplierKindArgoCDClaim: r.ArgoCDClaims().Informer()} {
+		add := enqueue(kind)
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }, DeleteFunc: add})
+		utilruntime.Must(err)
+		c.synced = append(c.synced, inf.HasSynced)
+	}
 	// A GitTarget that starts or stops naming a claim changes whether it is held.
 	byTarget := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if gt, ok := obj.(*v1.GitTarget); ok && gt.Spec.ApplierRef != nil && gt.Spec.ApplierRef.Kind == v1.ApplierKindFluxClaim {
-			c.queue.Add(gt.Namespace + "/" + gt.Spec.ApplierRef.Name)
+		if gt, ok := obj.(*v1.GitTarget); ok && gt.Spec.ApplierRef != nil {
+			c.queue.Add(Key(gt.Spec.ApplierRef.Kind, gt.Namespace, gt.Spec.ApplierRef.Name))
 		}
 	}
-	_, err = r.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := r.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: byTarget, DeleteFunc: byTarget, UpdateFunc: func(old, obj any) { byTarget(old); byTarget(obj) }})
 	utilruntime.Must(err)
-	c.synced = []cache.InformerSynced{r.FluxClaims().Informer().HasSynced, r.GitTargets().Informer().HasSynced,
-		r.KubeProviders().Informer().HasSynced}
+	c.synced = append(c.synced, r.GitTargets().Informer().HasSynced, r.KubeProviders().Informer().HasSynced)
 	return c
 }
 
 // Run holds claims until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	return loop.Run(ctx, c.queue, c.synced, workers, "FluxClaim", c.reconcile)
+	return loop.Run(ctx, c.queue, c.synced, workers, "applier claims", c.reconcile)
 }
 
 // named says whether a GitTarget in the claim's namespace names it.
-func (c *Controller) named(claim *v1.FluxClaim) (bool, error) {
-	gts, err := c.targets.GitTargets(claim.Namespace).List(labels.Everything())
+func (c *Controller) named(cl *claim) (bool, error) {
+	gts, err := c.targets.GitTargets(cl.meta.Namespace).List(labels.Everything())
 	if err != nil {
 		return false, err
 	}
 	return slices.ContainsFunc(gts, func(gt *v1.GitTarget) bool {
-		return gt.Spec.ApplierRef != nil && gt.Spec.ApplierRef.Kind == v1.ApplierKindFluxClaim && gt.Spec.ApplierRef.Name == claim.Name
+		return gt.Spec.ApplierRef != nil && gt.Spec.ApplierRef.Kind == cl.kind.kind && gt.Spec.ApplierRef.Name == cl.meta.Name
 	}), nil
 }
 
 // reconcile holds or releases one claim; it returns when to look again.
 func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, error) {
-	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	claim, err := c.claims.FluxClaims(ns).Get(name)
+	kind, rest, _ := strings.Cut(key, "/")
+	ns, name, _ := cache.SplitMetaNamespaceKey(rest)
+	k, ok := c.kinds[v1.ApplierKind(kind)]
+	if !ok {
+		return 0, nil
+	}
+	cl, err := k.get(ns, name)
 	if apierrors.IsNotFound(err) {
 		c.cfg.Operations.forget(key)
 		return 0, nil
@@ -189,88 +279,83 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	ks := applier.Ref{Namespace: claim.Spec.KustomizationRef.Namespace, Name: claim.Spec.KustomizationRef.Name}
-	if claim.DeletionTimestamp != nil {
-		return 0, c.release(ctx, claim, ks, key, nil)
+	if cl.meta.DeletionTimestamp != nil {
+		return 0, c.release(ctx, cl, nil)
 	}
-	named, err := c.named(claim)
+	named, err := c.named(cl)
 	if err != nil {
 		return 0, err
 	}
 	if !named {
-		return c.cfg.Resync, c.release(ctx, claim, ks, key, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: Flux keeps its own schedule."})
+		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: " + k.schedule + "."})
 	}
-	kp, err := c.kps.Get(claim.Spec.KubeProviderRef.Name)
+	kp, err := c.kps.Get(cl.kubeProvider)
 	switch {
 	case apierrors.IsNotFound(err):
-		return c.cfg.Resync, c.release(ctx, claim, ks, key, stalled("KubeProviderNotFound", fmt.Sprintf(
-			"KubeProvider %s does not exist: create it or fix spec.kubeProviderRef", claim.Spec.KubeProviderRef.Name)))
+		return c.cfg.Resync, c.release(ctx, cl, stalled("KubeProviderNotFound", fmt.Sprintf(
+			"KubeProvider %s does not exist: create it or fix spec.kubeProviderRef", cl.kubeProvider)))
 	case err != nil:
 		return 0, err
 	case !kp.Spec.InCluster:
-		return c.cfg.Resync, c.release(ctx, claim, ks, key, stalled("RemoteNotSupported", fmt.Sprintf(
+		return c.cfg.Resync, c.release(ctx, cl, stalled("RemoteNotSupported", fmt.Sprintf(
 			"KubeProvider %s reaches another cluster; claims are held only through an inCluster provider for now", kp.Name)))
 	}
-	if refusal, err := c.authorized(ctx, claim); err != nil || refusal != "" {
+	if refusal, err := c.authorized(ctx, cl); err != nil || refusal != "" {
 		if err != nil {
 			return 0, err
 		}
-		return c.cfg.Resync, c.release(ctx, claim, ks, key, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: "NotAuthorized", Message: refusal})
 	}
-	if !slices.Contains(claim.Finalizers, Finalizer) {
-		updated := claim.DeepCopy()
-		updated.Finalizers = append(updated.Finalizers, Finalizer)
-		_, err := c.cfg.Reverser.ReverserV1alpha1().FluxClaims(ns).Update(ctx, updated, metav1.UpdateOptions{})
-		return 0, ignoreConflict(err) // its event brings the claim back
+	if !slices.Contains(cl.meta.Finalizers, Finalizer) {
+		cl.meta.Finalizers = append(cl.meta.Finalizers, Finalizer)
+		return 0, ignoreConflict(cl.update(ctx)) // its event brings the claim back
 	}
-	if err := c.flux.TakeOver(ctx, ks, key); err != nil {
-		return c.cfg.Resync, c.writeStatus(ctx, claim, stalled(reasonFor(err), err.Error()), false)
+	annotated := ns + "/" + name
+	if err := k.holder.TakeOver(ctx, cl.target, annotated); err != nil {
+		return c.cfg.Resync, c.writeStatus(ctx, cl, stalled(reasonFor(err), err.Error()), false)
 	}
-	return c.cfg.Resync, c.writeStatus(ctx, claim, c.holding(key, ks), true)
+	return c.cfg.Resync, c.writeStatus(ctx, cl, c.holding(cl), true)
 }
 
 // holding is the Ready condition of a held claim: Holding, or ApplierFailing
-// when Flux failed the newest converge.
-func (c *Controller) holding(key string, ks applier.Ref) *metav1.Condition {
-	if r, ok := c.cfg.Operations.get(key); ok && r.Failure != "" {
+// when the applier failed the newest converge.
+func (c *Controller) holding(cl *claim) *metav1.Condition {
+	if r, ok := c.cfg.Operations.get(Key(cl.kind.kind, cl.meta.Namespace, cl.meta.Name)); ok && r.Failure != "" {
 		return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "ApplierFailing",
-			Message: fmt.Sprintf("Flux failed to apply %s: %s; Reverser asks again with a backoff, and the fix is in the branch or the cluster",
-				r.Head, r.Failure)}
+			Message: fmt.Sprintf("The %s failed to apply %s: %s; Reverser asks again with a backoff, and the fix is in the branch or the cluster",
+				cl.kind.what, r.Head, r.Failure)}
 	}
 	return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Holding", Message: fmt.Sprintf(
-		"Reverser holds the schedule of Kustomization %s and its GitRepository: Flux applies when Reverser asks.", ks)}
+		"Reverser holds the schedule of %s %s: it applies when Reverser asks.", cl.kind.what, cl.target)}
 }
 
-// release gives the schedules back and, with why, says so in status; a
+// release gives the schedule back and, with why, says so in status; a
 // deleted claim loses its finalizer instead.
-func (c *Controller) release(ctx context.Context, claim *v1.FluxClaim, ks applier.Ref, key string, why *metav1.Condition) error {
-	if slices.Contains(claim.Finalizers, Finalizer) {
-		if err := c.flux.Release(ctx, ks, key); err != nil && !meta.IsNoMatchError(err) {
+func (c *Controller) release(ctx context.Context, cl *claim, why *metav1.Condition) error {
+	if slices.Contains(cl.meta.Finalizers, Finalizer) {
+		if err := cl.kind.holder.Release(ctx, cl.target, cl.meta.Namespace+"/"+cl.meta.Name); err != nil && !meta.IsNoMatchError(err) {
 			return err
 		}
-		updated := claim.DeepCopy()
-		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == Finalizer })
-		_, err := c.cfg.Reverser.ReverserV1alpha1().FluxClaims(claim.Namespace).Update(ctx, updated, metav1.UpdateOptions{})
-		return ignoreConflict(err) // its event brings the claim back for the status
+		cl.meta.Finalizers = slices.DeleteFunc(cl.meta.Finalizers, func(f string) bool { return f == Finalizer })
+		return ignoreConflict(cl.update(ctx)) // its event brings the claim back for the status
 	}
 	if why == nil {
 		return nil
 	}
-	return c.writeStatus(ctx, claim, why, false)
+	return c.writeStatus(ctx, cl, why, false)
 }
 
 // authorized asks again whether status.authorizedBy may still get and
-// patch the Kustomization; it returns the refusal in words a user can act on.
-func (c *Controller) authorized(ctx context.Context, claim *v1.FluxClaim) (string, error) {
-	a := claim.Status.AuthorizedBy
+// patch the applier object; it returns the refusal in words a user can act on.
+func (c *Controller) authorized(ctx context.Context, cl *claim) (string, error) {
+	a := cl.status.AuthorizedBy
 	if a == nil {
 		return "nobody is recorded as having authorised this claim: re-apply it", nil
 	}
-	ref := claim.Spec.KustomizationRef
 	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups},
-		tenancy.ClaimAccess(admission.FluxKustomizationGroup, admission.FluxKustomizationResource, ref.Namespace, ref.Name))
+		tenancy.ClaimAccess(cl.kind.group, cl.kind.resource, cl.target.Namespace, cl.target.Name))
 	if err != nil || len(missing) == 0 {
 		return "", err
 	}
@@ -292,7 +377,7 @@ func reasonFor(err error) string {
 		return "Forbidden"
 	case errors.Is(err, applier.ErrNotGitRepository):
 		return "UnsupportedSource"
-	case strings.Contains(err.Error(), "is held by FluxClaim"):
+	case strings.Contains(err.Error(), "is held by FluxClaim"), strings.Contains(err.Error(), "is held by ArgoCDClaim"):
 		return "HeldByAnotherClaim"
 	}
 	return "ApplierFailing"
@@ -300,29 +385,27 @@ func reasonFor(err error) string {
 
 // writeStatus writes ready, held and the newest converge reported when
 // they differ from the claim's.
-func (c *Controller) writeStatus(ctx context.Context, claim *v1.FluxClaim, ready *metav1.Condition, held bool) error {
-	key := claim.Namespace + "/" + claim.Name
-	updated := claim.DeepCopy()
-	updated.Status.ObservedGeneration = claim.Generation
-	if r, ok := c.cfg.Operations.get(key); ok {
-		updated.Status.Operation = operation(r)
+func (c *Controller) writeStatus(ctx context.Context, cl *claim, ready *metav1.Condition, held bool) error {
+	before := cl.status.DeepCopy()
+	cl.status.ObservedGeneration = cl.meta.Generation
+	if r, ok := c.cfg.Operations.get(Key(cl.kind.kind, cl.meta.Namespace, cl.meta.Name)); ok {
+		cl.status.Operation = operation(r)
 		if r.LastAppliedRevision != "" {
-			updated.Status.LastAppliedRevision = r.LastAppliedRevision
+			cl.status.LastAppliedRevision = r.LastAppliedRevision
 		}
 	}
-	meta.SetStatusCondition(&updated.Status.Conditions, *ready)
+	meta.SetStatusCondition(&cl.status.Conditions, *ready)
 	heldCond := metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionFalse, Reason: ready.Reason,
-		Message: "Flux keeps its own schedule."}
+		Message: "The applier keeps its own schedule."}
 	if held {
 		heldCond = metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionTrue, Reason: "Holding",
-			Message: "Reverser holds Flux's schedule and asks it to apply."}
+			Message: "Reverser holds the applier's schedule and asks it to apply."}
 	}
-	meta.SetStatusCondition(&updated.Status.Conditions, heldCond)
-	if equalStatus(updated.Status, claim.Status) {
+	meta.SetStatusCondition(&cl.status.Conditions, heldCond)
+	if equalStatus(*cl.status, *before) {
 		return nil
 	}
-	_, err := c.cfg.Reverser.ReverserV1alpha1().FluxClaims(claim.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	return ignoreConflict(err)
+	return ignoreConflict(cl.updateStatus(ctx))
 }
 
 func ignoreConflict(err error) error {

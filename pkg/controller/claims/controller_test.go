@@ -28,19 +28,19 @@ func TestAWithdrawnRightEndsTheHold(t *testing.T) {
 		}
 		return authorizer.DecisionNoOpinion, "", nil
 	})}}
-	claim := &v1.FluxClaim{Spec: v1.FluxClaimSpec{KustomizationRef: v1.ObjectReference{Namespace: "flux-system", Name: "apps"}},
-		Status: v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "eve"}}}
-	refusal, err := c.authorized(context.Background(), claim)
+	cl := &claim{kind: &claimKind{group: "kustomize.toolkit.fluxcd.io", resource: "kustomizations"},
+		target: applier.Ref{Namespace: "flux-system", Name: "apps"}, status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "eve"}}}
+	refusal, err := c.authorized(context.Background(), cl)
 	assert.NoError(t, err)
 	assert.Empty(t, refusal, "eve may")
 
 	allowed["patch"] = false
-	refusal, err = c.authorized(context.Background(), claim)
+	refusal, err = c.authorized(context.Background(), cl)
 	assert.NoError(t, err)
 	assert.Contains(t, refusal, `user "eve" may not hand this applier to Reverser: it lacks patch kustomizations.kustomize.toolkit.fluxcd.io flux-system/apps`)
 
-	claim.Status.AuthorizedBy = nil
-	refusal, _ = c.authorized(context.Background(), claim)
+	cl.status.AuthorizedBy = nil
+	refusal, _ = c.authorized(context.Background(), cl)
 	assert.Contains(t, refusal, "nobody is recorded as having authorised this claim")
 }
 

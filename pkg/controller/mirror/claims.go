@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
@@ -16,33 +17,60 @@ import (
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/claims"
-	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/pkg/worker"
 )
 
-// defaultCatchUpAfter is FluxClaim's default, for a claim stored without one.
+// defaultCatchUpAfter is FluxClaim's default, for a claim stored without
+// one; ArgoCDClaim's is 0s.
 const defaultCatchUpAfter = time.Minute
 
+// heldClaim is a claim of either kind as the mirror reads it.
+type heldClaim struct {
+	meta         *metav1.ObjectMeta
+	status       *v1.ApplierClaimStatus
+	kubeProvider string
+	target       applier.Ref
+	catchUpAfter *metav1.Duration
+}
+
 // claim returns the applier the GitTarget's claim hands its worker: only a
-// FluxClaim the claims controller holds (its Held condition True), reached
-// through the claim's own KubeProvider. nil: the worker drives no applier.
+// claim the claims controller holds (its Held condition True, and the
+// applier object annotated for it), reached through the claim's own
+// KubeProvider. nil: the worker drives no applier.
 func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string) (*worker.Claim, error) {
 	ref := gt.Spec.ApplierRef
-	if ref == nil || ref.Kind != v1.ApplierKindFluxClaim {
+	if ref == nil {
 		return nil, nil
 	}
-	fc, err := c.claims.FluxClaims(gt.Namespace).Get(ref.Name)
+	var hc heldClaim
+	var err error
+	switch ref.Kind {
+	case v1.ApplierKindFluxClaim:
+		var fc *v1.FluxClaim
+		if fc, err = c.claims.FluxClaims(gt.Namespace).Get(ref.Name); err == nil {
+			hc = heldClaim{meta: &fc.ObjectMeta, status: &fc.Status, kubeProvider: fc.Spec.KubeProviderRef.Name,
+				target: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name}, catchUpAfter: fc.Spec.CatchUpAfter}
+		}
+	case v1.ApplierKindArgoCDClaim:
+		var ac *v1.ArgoCDClaim
+		if ac, err = c.argoClaims.ArgoCDClaims(gt.Namespace).Get(ref.Name); err == nil {
+			hc = heldClaim{meta: &ac.ObjectMeta, status: &ac.Status, kubeProvider: ac.Spec.KubeProviderRef.Name,
+				target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name}, catchUpAfter: ac.Spec.CatchUpAfter}
+		}
+	default:
+		return nil, nil
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !meta.IsStatusConditionTrue(fc.Status.Conditions, claims.ConditionHeld) || fc.DeletionTimestamp != nil {
+	if !meta.IsStatusConditionTrue(hc.status.Conditions, claims.ConditionHeld) || hc.meta.DeletionTimestamp != nil {
 		return nil, nil // the claim's own status says why
 	}
-	kp, err := c.kps.Get(fc.Spec.KubeProviderRef.Name)
+	kp, err := c.kps.Get(hc.kubeProvider)
 	if err != nil {
 		return nil, nil // released by the claims controller, which says why
 	}
@@ -50,35 +78,39 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	if err != nil {
 		return nil, err
 	}
-	ks := applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name}
-	claimKey := fc.Namespace + "/" + fc.Name
+	annotated := hc.meta.Namespace + "/" + hc.meta.Name
+	cl := &worker.Claim{Key: claims.Key(ref.Kind, hc.meta.Namespace, hc.meta.Name), Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll}
+	var holder interface {
+		HeldBy(ctx context.Context, ref applier.Ref, claim string) (bool, error)
+	}
+	var identities []string
+	if ref.Kind == v1.ApplierKindFluxClaim {
+		flux := &applier.Flux{Client: src.dynamic}
+		holder, identities = flux, c.cfg.FluxIdentities
+		cl.Applier, cl.Manager, cl.CatchUpAfter = &applier.Kustomization{Flux: flux, Ref: hc.target}, applier.FluxManager, defaultCatchUpAfter
+	} else {
+		argo := &applier.ArgoCD{Client: src.dynamic}
+		holder, identities = argo, c.cfg.ArgoCDIdentities
+		cl.Applier, cl.Manager = &applier.Application{ArgoCD: argo, Ref: hc.target}, applier.ArgoCDManager
+	}
 	// Held is the claim's status, which whoever may write it could forge;
-	// the Kustomization's claimed-by annotation only the claims controller
+	// the applier object's claimed-by annotation only the claims controller
 	// writes, with its own rights, after checking the claim's author.
-	if held, err := (&applier.Flux{Client: src.dynamic}).HeldBy(ctx, ks, claimKey); err != nil || !held {
+	if held, err := holder.HeldBy(ctx, hc.target, annotated); err != nil || !held {
 		return nil, nil // the claims controller says why in the claim's status
 	}
-	catchUp := defaultCatchUpAfter
-	if fc.Spec.CatchUpAfter != nil {
-		catchUp = fc.Spec.CatchUpAfter.Duration
+	if hc.catchUpAfter != nil {
+		cl.CatchUpAfter = hc.catchUpAfter.Duration
+	}
+	for _, u := range identities {
+		cl.Writers = append(cl.Writers, attribution.Identity(u, domain))
 	}
 	key := gt.Namespace + "/" + gt.Name
-	writers := make([]gitrepo.Signature, 0, len(c.cfg.FluxIdentities))
-	for _, u := range c.cfg.FluxIdentities {
-		writers = append(writers, attribution.Identity(u, domain))
+	cl.Barrier = func(token string) { go c.barrier(key, token) }
+	if report := c.cfg.ClaimReports; report != nil {
+		cl.Report = func(r worker.ApplyReport) { report(cl.Key, r) }
 	}
-	report := c.cfg.ClaimReports
-	return &worker.Claim{
-		Key:          claimKey,
-		Applier:      &applier.Kustomization{Flux: &applier.Flux{Client: src.dynamic}, Ref: ks},
-		CatchUpAfter: catchUp, Writers: writers, Manager: applier.FluxManager, Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll,
-		Barrier: func(token string) { go c.barrier(key, token) },
-		Report: func(r worker.ApplyReport) {
-			if report != nil {
-				report(claimKey, r)
-			}
-		},
-	}, nil
+	return cl, nil
 }
 
 // barrier answers an apply window's barrier for the GitTarget key once
@@ -111,14 +143,15 @@ func (c *Controller) barrier(key, token string) {
 	w.BarrierMet(ctx, key, token, err)
 }
 
-// enqueueNaming enqueues the GitTargets that name the claim fc.
-func (c *Controller) enqueueNaming(fc *v1.FluxClaim) {
-	gts, err := c.targets.GitTargets(fc.Namespace).List(labels.Everything())
+// enqueueNaming enqueues the GitTargets that name the claim of kind in
+// namespace ns.
+func (c *Controller) enqueueNaming(kind v1.ApplierKind, ns, name string) {
+	gts, err := c.targets.GitTargets(ns).List(labels.Everything())
 	if err != nil {
 		return
 	}
 	for _, gt := range gts {
-		if ref := gt.Spec.ApplierRef; ref != nil && ref.Kind == v1.ApplierKindFluxClaim && ref.Name == fc.Name {
+		if ref := gt.Spec.ApplierRef; ref != nil && ref.Kind == kind && ref.Name == name {
 			c.queue.Add(gt.Namespace + "/" + gt.Name)
 		}
 	}

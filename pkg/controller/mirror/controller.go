@@ -96,9 +96,10 @@ type Config struct {
 	// (kubeconfigs, audit tokens) are read from: a cluster-scoped object has
 	// no namespace of its own, and this one is the controller's.
 	SecretNamespace string
-	// FluxIdentities are the users Flux's kustomize-controller writes as;
+	// FluxIdentities and ArgoCDIdentities are the users Flux's
+	// kustomize-controller and Argo CD's application controller write as;
 	// during an apply window their writes are echoes.
-	FluxIdentities []string
+	FluxIdentities, ArgoCDIdentities []string
 	// ApplyGrace keeps an apply window open this long after a converge;
 	// RemotePoll is how often a claimed target's remote is looked at for
 	// foreign commits.
@@ -119,8 +120,10 @@ type Controller struct {
 	gps     listers.GitProviderLister
 	kps     listers.KubeProviderLister
 	claims  listers.FluxClaimLister
-	secrets corelisters.SecretNamespaceLister
-	queue   workqueue.TypedRateLimitingInterface[string]
+	// argoClaims reads ArgoCDClaims.
+	argoClaims listers.ArgoCDClaimLister
+	secrets    corelisters.SecretNamespaceLister
+	queue      workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -182,7 +185,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{
 		cfg: cfg, factory: f, kube: kube,
 		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), crules: r.ClusterWatchRules().Lister(),
-		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: r.FluxClaims().Lister(),
+		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: r.FluxClaims().Lister(), argoClaims: r.ArgoCDClaims().Lister(),
 		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
@@ -215,7 +218,12 @@ func New(cfg Config) *Controller {
 	// A claim held or released changes what its GitTargets' workers drive.
 	utilruntime.Must(addHandler(r.FluxClaims().Informer(), handler(func(obj any) {
 		if fc, ok := obj.(*v1.FluxClaim); ok {
-			c.enqueueNaming(fc)
+			c.enqueueNaming(v1.ApplierKindFluxClaim, fc.Namespace, fc.Name)
+		}
+	})))
+	utilruntime.Must(addHandler(r.ArgoCDClaims().Informer(), handler(func(obj any) {
+		if ac, ok := obj.(*v1.ArgoCDClaim); ok {
+			c.enqueueNaming(v1.ApplierKindArgoCDClaim, ac.Namespace, ac.Name)
 		}
 	})))
 	utilruntime.Must(addHandler(r.GitProviders().Informer(), enqueueAll))
