@@ -568,10 +568,16 @@ func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 		return fmt.Errorf("installing Flux's CRDs: %w", err)
 	}
 	// A controller started before its kinds are served exits at once ("no
-	// matches for kind").
-	if out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", env.KubeconfigAdmin, "wait", "--for=condition=Established",
-		"--timeout=60s", "crd", "--all").CombinedOutput(); err != nil {
-		return fmt.Errorf("waiting for Flux's CRDs: %w: %s", err, out)
+	// matches for kind"). kubectl wait fails, rather than waits, on a CRD
+	// that has no conditions yet: ask again.
+	var out []byte
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		out, err = exec.CommandContext(ctx, "kubectl", "--kubeconfig", env.KubeconfigAdmin, "wait", "--for=condition=Established",
+			"--timeout=30s", "crd", "--all").CombinedOutput()
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("waiting for the appliers' CRDs: %w: %s", err, out)
 	}
 	env.FluxStorageURL = fmt.Sprintf("http://127.0.0.1:%d", p.fluxStorage)
 	if err := os.MkdirAll(filepath.Join(env.Dir, "flux-storage"), 0o755); err != nil {

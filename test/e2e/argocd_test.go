@@ -125,20 +125,38 @@ func (a *contractArgoCD) sync(ctx context.Context, apps dynamic.ResourceInterfac
 	}
 	defer os.RemoveAll(dir)
 	phase, message := "Succeeded", "successfully synced"
+	defer func() {
+		if phase != "Succeeded" {
+			a.t.Logf("the test applier's sync failed: %s", message)
+		}
+	}()
 	out, err := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive %s %s | tar -x -C %q && kubectl --kubeconfig %q apply --server-side "+
 		"--field-manager=%s --force-conflicts -R -f %q", a.bare, revision, path, dir, a.kubeconfig, applier.ArgoCDManager,
 		filepath.Join(dir, path))).CombinedOutput()
 	if err != nil {
 		phase, message = "Failed", strings.TrimSpace(string(out))
 	}
-	_ = unstructured.SetNestedMap(obj.Object, map[string]any{"operation": op, "phase": phase, "message": message,
-		"finishedAt": time.Now().UTC().Format(time.RFC3339), "syncResult": map[string]any{"revision": revision}}, "status", "operationState")
-	_ = unstructured.SetNestedField(obj.Object, revision, "status", "sync", "revision")
-	if _, err := apps.Update(ctx, obj, metav1.UpdateOptions{}); err == nil {
-		a.mu.Lock()
-		a.syncs++
-		a.mu.Unlock()
+	started, found, _ := unstructured.NestedString(obj.Object, "status", "operationState", "startedAt")
+	if !found {
+		started = time.Now().UTC().Format(time.RFC3339)
 	}
+	_ = unstructured.SetNestedMap(obj.Object, map[string]any{"operation": op, "phase": phase, "message": message, "startedAt": started,
+		"finishedAt": time.Now().UTC().Format(time.RFC3339), "syncResult": map[string]any{"revision": revision}}, "status", "operationState")
+	syncStatus := "Synced"
+	if phase != "Succeeded" {
+		syncStatus = "OutOfSync"
+	}
+	_ = unstructured.SetNestedMap(obj.Object, map[string]any{"status": syncStatus, "revision": revision}, "status", "sync")
+	if _, err := apps.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		if ctx.Err() != nil {
+			return // the test is over
+		}
+		a.t.Logf("the test applier could not report its sync: %v", err)
+		return
+	}
+	a.mu.Lock()
+	a.syncs++
+	a.mu.Unlock()
 }
 
 // argoClaimState reads the ArgoCDClaim's Ready reason and its operation.
