@@ -174,8 +174,9 @@ func argoClaimState(t *testing.T, ns, name string) (reason string, op *v1.Applie
 // contract): an Application with automated sync reverts a live edit; once
 // an ArgoCDClaim that the GitTarget names holds it, automated sync is off,
 // the Startup sync runs, a live edit survives, and a save with catchUp
-// AfterPush is Applied=True with the revision synced; the release gives the
-// automated sync back as it was.
+// AfterPush is Applied=True with the revision synced, a commit pushed by
+// hand is synced (ForeignCommit); the release gives the automated sync back
+// as it was.
 func TestAnArgoCDClaimWithTheContractTestApplier(t *testing.T) {
 	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, targetSpec: "  applierRef: {kind: ArgoCDClaim, name: apps}"})
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=color=blue")
@@ -238,6 +239,20 @@ spec:
 	assert.Equal(t, applier.CommitOf(cr.Status.AppliedRevision),
 		kubectlOK(t, admin, "", "get", "application", "-n", argoNamespace, app, "-o", "jsonpath={.status.sync.revision}"))
 	assert.Equal(t, "purple", color())
+
+	// A commit pushed by hand is synced: ForeignCommit.
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", f.url, work)
+	doc := filepath.Join(work, f.cmPath("app"))
+	content, err := os.ReadFile(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(doc, []byte(strings.Replace(string(content), "purple", "teal", 1)), 0o644))
+	git(t, work, "commit", "--quiet", "-am", "Teal, by hand")
+	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	eventually(t, time.Minute, "the foreign commit synced", func() (bool, error) {
+		_, op := argoClaimState(t, f.ns, "apps")
+		return color() == "teal" && op != nil && op.Reason == v1.ConvergeForeignCommit && op.FinishedAt != nil, nil
+	})
 
 	kubectlOK(t, admin, "", "patch", "gittarget", "-n", f.ns, "site", "--type=json", "-p", `[{"op":"remove","path":"/spec/applierRef"}]`)
 	eventually(t, time.Minute, "the claim released", func() (bool, error) {
