@@ -589,10 +589,13 @@ func (w *Worker) report(t *target, r ApplyReport) {
 func (w *Worker) pollRemote(ctx context.Context, t *target) {
 	a := t.apply
 	now := w.clock.Now()
-	if a.cfg.Poll <= 0 || now.Sub(a.polled) < a.cfg.Poll || w.head != w.pushed || len(w.refused) > 0 || w.reassert {
+	if a.cfg.Poll <= 0 || now.Sub(a.polled) < a.cfg.Poll {
 		return
 	}
-	a.polled = now
+	a.polled = now // also when skipped below: the next look is a Poll away
+	if w.head != w.pushed || len(w.refused) > 0 || w.reassert {
+		return
+	}
 	head, err := w.repo.Fetch(ctx)
 	if err != nil {
 		w.fail(stageFetch, err)
@@ -636,7 +639,12 @@ func (a *applyState) wake(now time.Time, consider func(time.Time)) {
 	case a.inflight != nil:
 		consider(now.Add(time.Second)) // follow it
 	case a.pending != "":
-		consider(a.retryAt)
+		// Only the backoff needs a timer: whatever else holds a converge
+		// back (a stream's initial state, an author, a barrier, a save's
+		// window, a push) ends with an event that wakes the worker anyway.
+		if a.retryAt.After(now) {
+			consider(a.retryAt)
+		}
 	case !a.behindSince.IsZero() && a.cfg.CatchUpAfter > 0:
 		consider(a.behindSince.Add(a.cfg.CatchUpAfter))
 	}

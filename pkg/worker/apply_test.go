@@ -471,3 +471,24 @@ func TestAfterARestartTheApplierWritesInTheSnapshotDoNotOverwriteGit(t *testing.
 	assert.Equal(t, 1, applied)
 	assert.Equal(t, c.git(c.bare, "rev-parse", "main"), a.lastRev(), "the head with both")
 }
+
+// TestAConvergeHeldBackSetsNoBusyTimer: a converge waiting for something
+// that arrives as an event (here a stream's initial state) or a push
+// failing for a while leave the worker asleep, not waking at once for ever.
+func TestAConvergeHeldBackSetsNoBusyTimer(t *testing.T) {
+	c, tg, _, _ := claimed(t, time.Minute)
+	wake := func() time.Duration {
+		got := make(chan time.Duration, 1)
+		c.w.do(c.ctx, func() { got <- c.w.nextWake() })
+		return <-got
+	}
+	c.step(time.Hour)
+	assert.Greater(t, wake(), time.Duration(0), "the Startup waits for the initial state without a timer")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.git(c.bare, "config", "http.receivepack", "false") // pushes fail from now on
+	c.step(5 * time.Second)
+	c.step(time.Hour)
+	assert.Greater(t, wake(), time.Duration(0), "nothing pushed, the poll waits its interval")
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,11 +170,7 @@ spec:
 		saved = append(saved, time.Since(committed))
 		whole = append(whole, time.Since(start))
 	}
-	p := func(d []time.Duration, q float64) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[min(len(s)-1, int(q*float64(len(s))))]
-	}
+	p := quantile
 	// The push happens just before the status says Committed, so the first
 	// figure slightly undercounts; the edit-to-Applied one includes the save.
 	fmt.Printf("P5 save Committed→Applied=True with Flux (%d saves, catchUp AfterPush): p50 %v max %v; "+

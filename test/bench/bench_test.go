@@ -291,11 +291,7 @@ func editLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 			func(context.Context) (bool, error) { return head() != before, nil }))
 		pushed = append(pushed, time.Since(start))
 	}
-	p := func(d []time.Duration, q float64) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[min(len(s)-1, int(q*float64(len(s))))]
-	}
+	p := quantile
 	attributed := map[string]string{"plain": "attribution off", "local": "attributed from audit"}[provider]
 	fmt.Printf("P2 edit→push (silence 0, %d edits, %s): p50 %v p99 %v; client-go watch floor p50 %v p99 %v; ratio p50 %.1fx p99 %.1fx\n",
 		edits, attributed, p(pushed, 0.5).Round(time.Millisecond), p(pushed, 0.99).Round(time.Millisecond),
@@ -355,14 +351,17 @@ func saveLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	}
 	floor := measure("p4-floor", "0s", false)
 	saved := measure("p4-save", "10m", true)
-	p := func(d []time.Duration, q float64) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[min(len(s)-1, int(q*float64(len(s))))]
-	}
+	p := quantile
 	fmt.Printf("P4 edit+CommitRequest→Committed (%d saves, attributed, collect delay = grace): p50 %v p99 %v; "+
 		"floor (the same edit committed without a request, silence 0) p50 %v p99 %v; ratio p50 %.1fx p99 %.1fx\n",
 		saves, p(saved, 0.5).Round(time.Millisecond), p(saved, 0.99).Round(time.Millisecond),
 		p(floor, 0.5).Round(time.Millisecond), p(floor, 0.99).Round(time.Millisecond),
 		float64(p(saved, 0.5))/float64(p(floor, 0.5)), float64(p(saved, 0.99))/float64(p(floor, 0.99)))
+}
+
+// quantile is the q-quantile of d (q=1: the largest).
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

@@ -81,6 +81,38 @@ func (c *claimedFixture) noFluxCommits() {
 	assert.NotContains(c.t, out, "kustomize-controller", "an echo of Flux's became a commit")
 }
 
+// pushByHand commits, as somebody else, the file p of the repository at url
+// with edit applied to its content ("" when absent), and returns the commit.
+func pushByHand(t *testing.T, url, p, message string, edit func(string) string) string {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
+	content, _ := os.ReadFile(filepath.Join(work, p))
+	require.NoError(t, os.WriteFile(filepath.Join(work, p), []byte(edit(string(content))), 0o644))
+	git(t, work, "add", "-A")
+	git(t, work, "commit", "--quiet", "-m", message)
+	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	return git(t, work, "rev-parse", "HEAD")
+}
+
+// editDuringApply pauses kustomize-controller, pushes a foreign commit,
+// waits until the worker's ForeignCommit converge has asked the
+// Kustomization to apply, and has alice edit the app to orange meanwhile,
+// until her edit is in Git. Flux stays paused; the caller resumes it.
+func (c *claimedFixture) editDuringApply() {
+	t := c.t
+	before := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGSTOP))
+	t.Cleanup(func() { _ = controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT) })
+	pushByHand(t, c.url, filepath.Join(mirrorPath, "README.md"), "A README, by hand", func(string) string { return "Applied by Flux.\n" })
+	eventually(t, time.Minute, "the Kustomization asked to apply the foreign commit", func() (bool, error) {
+		at := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+		return at != "" && at != before, nil
+	})
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"orange"}}`)
+	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "orange") }, "alice's edit in Git")
+}
+
 // TestALiveEditSurvivesFluxAndASaveAppliesIt (E1, E3): with the claim held,
 // Flux never reverts alice's live edit, not after any number of its
 // intervals; her save with catchUp AfterPush is Committed and Applied=True
@@ -116,15 +148,7 @@ func TestALiveEditSurvivesFluxAndASaveAppliesIt(t *testing.T) {
 // left unapplied.
 func TestAForeignCommitIsAppliedByFlux(t *testing.T) {
 	c := claimedMirror(t, "0s")
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", c.url, work)
-	doc := filepath.Join(work, c.cmPath("app"))
-	content, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(doc, []byte(strings.Replace(string(content), "blue", "purple", 1)), 0o644))
-	git(t, work, "commit", "--quiet", "-am", "Purple, by hand")
-	git(t, work, "push", "--quiet", "origin", "HEAD:main")
-	foreign := git(t, work, "rev-parse", "HEAD")
+	foreign := pushByHand(t, c.url, c.cmPath("app"), "Purple, by hand", func(s string) string { return strings.Replace(s, "blue", "purple", 1) })
 
 	eventually(t, time.Minute, "Flux applied the foreign commit", func() (bool, error) { return c.color("app") == "purple", nil })
 	_, op, _ := claimState(t, c.ns, "apps")
@@ -181,23 +205,7 @@ func TestAnEditFluxRevertsDuringAnApplyIsRepaired(t *testing.T) {
 	c := claimedMirror(t, "0s")
 	collisions := metric(t, "reverser_apply_window_collisions_total")
 	met := metric(t, `reverser_apply_window_barriers_total{outcome="met"}`)
-	before := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
-
-	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGSTOP))
-	t.Cleanup(func() { _ = controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT) })
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", c.url, work)
-	require.NoError(t, os.WriteFile(filepath.Join(work, mirrorPath, "README.md"), []byte("Applied by Flux.\n"), 0o644))
-	git(t, work, "add", "-A")
-	git(t, work, "commit", "--quiet", "-m", "A README, by hand")
-	git(t, work, "push", "--quiet", "origin", "HEAD:main")
-	eventually(t, time.Minute, "the Kustomization asked to apply the foreign commit", func() (bool, error) {
-		at := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
-		return at != "" && at != before, nil
-	})
-
-	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"orange"}}`)
-	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "orange") }, "alice's edit in Git")
+	c.editDuringApply()
 	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT))
 
 	eventually(t, 2*time.Minute, "a Repair put alice's edit back", func() (bool, error) {
@@ -223,21 +231,7 @@ func TestAnEditFluxRevertsDuringAnApplyIsRepaired(t *testing.T) {
 // cluster agree, her edit committed once, nothing by Flux.
 func TestAControllerKilledMidApplyLosesNothing(t *testing.T) {
 	c := claimedMirror(t, "0s")
-	before := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
-	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGSTOP))
-	t.Cleanup(func() { _ = controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT) })
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", c.url, work)
-	require.NoError(t, os.WriteFile(filepath.Join(work, mirrorPath, "README.md"), []byte("Applied by Flux.\n"), 0o644))
-	git(t, work, "add", "-A")
-	git(t, work, "commit", "--quiet", "-m", "A README, by hand")
-	git(t, work, "push", "--quiet", "origin", "HEAD:main")
-	eventually(t, time.Minute, "the Kustomization asked to apply", func() (bool, error) {
-		at := fluxField(t, "kustomization", c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
-		return at != "" && at != before, nil
-	})
-	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"orange"}}`)
-	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "orange") }, "alice's edit in Git")
+	c.editDuringApply()
 
 	require.NoError(t, controlplane.Kill(env, "reverser-controller"))
 	require.NoError(t, controlplane.Signal(env, "flux-kustomize-controller", syscall.SIGCONT))

@@ -241,14 +241,7 @@ spec:
 	assert.Equal(t, "purple", color())
 
 	// A commit pushed by hand is synced: ForeignCommit.
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", f.url, work)
-	doc := filepath.Join(work, f.cmPath("app"))
-	content, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(doc, []byte(strings.Replace(string(content), "purple", "teal", 1)), 0o644))
-	git(t, work, "commit", "--quiet", "-am", "Teal, by hand")
-	git(t, work, "push", "--quiet", "origin", "HEAD:main")
+	pushByHand(t, f.url, f.cmPath("app"), "Teal, by hand", func(s string) string { return strings.Replace(s, "purple", "teal", 1) })
 	eventually(t, time.Minute, "the foreign commit synced", func() (bool, error) {
 		_, op := argoClaimState(t, f.ns, "apps")
 		return color() == "teal" && op != nil && op.Reason == v1.ConvergeForeignCommit && op.FinishedAt != nil, nil
