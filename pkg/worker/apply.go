@@ -92,9 +92,12 @@ type ApplyReport struct {
 	Reason string
 	// Head is the commit the converge asked for; Applied what the applier
 	// reported (empty until done).
-	Head, Applied       string
-	Started, Finished   time.Time
-	Failure             string
+	Head, Applied     string
+	Started, Finished time.Time
+	// Failure is the applier's own failure message; Note says why a
+	// converge that did not fail did not settle anything (it yielded, or
+	// applied an older revision and is asked again).
+	Failure, Note       string
 	LastAppliedRevision string
 }
 
@@ -466,7 +469,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 		metrics.Converges.WithLabelValues(in.reason, "abandoned").Inc()
 		a.waiting = append(in.saves, a.waiting...)
 		a.behindSince = now
-		rep.Failure = "yielded to a live edit mirrored after it was sent; the next one waits a fresh catchUpAfter"
+		rep.Note = "yielded to a live edit mirrored after it was sent; the next one waits a fresh catchUpAfter"
 	case p.Failure != "":
 		metrics.Converges.WithLabelValues(in.reason, "failed").Inc()
 		rep.Applied, rep.Failure = w.revision(plumbing.NewHash(p.Revision)), p.Failure
@@ -487,9 +490,9 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 			// The applier applied what it had, not what was asked (its
 			// source had not fetched the new commit yet): ask again.
 			metrics.Converges.WithLabelValues(in.reason, "fell_short").Inc()
-			rep.Failure = fmt.Sprintf("the applier applied %.7s, older than the %.7s asked for; asked again", applied, in.head)
-			w.retrySaves(t, in, rep.Failure)
-			w.applyBackoff(t, errors.New(rep.Failure))
+			rep.Note = fmt.Sprintf("the applier applied %.7s, older than the %.7s asked for; asked again", applied, in.head)
+			w.retrySaves(t, in, rep.Note)
+			w.applyBackoff(t, errors.New(rep.Note))
 			if a.pending == "" {
 				a.pending = in.reason
 			}

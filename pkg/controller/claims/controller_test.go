@@ -9,11 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
+	"reverser.dev/reverser/pkg/worker"
 )
 
 // TestAWithdrawnRightEndsTheHold (tenancy): the claim is held only while the
@@ -56,4 +58,25 @@ func TestReasonFor(t *testing.T) {
 	} {
 		assert.Equal(t, want, reasonFor(err), "%v", err)
 	}
+}
+
+// TestOnlyTheAppliersFailureMakesAClaimFailing: a converge the applier
+// failed makes Ready=False ApplierFailing, naming its message; one that
+// yielded or fell short, and is asked again, leaves the claim Holding.
+func TestOnlyTheAppliersFailureMakesAClaimFailing(t *testing.T) {
+	ops := NewOperations()
+	c := &Controller{cfg: Config{Operations: ops}}
+	cl := &claim{kind: &claimKind{kind: v1.ApplierKindFluxClaim, what: "Kustomization"}, meta: &metav1.ObjectMeta{Namespace: "team", Name: "apps"},
+		target: applier.Ref{Namespace: "flux-system", Name: "apps"}}
+	key := Key(v1.ApplierKindFluxClaim, "team", "apps")
+	assert.Equal(t, "Holding", c.holding(cl).Reason, "nothing reported yet")
+	ops.Record(key, worker.ApplyReport{Reason: "CatchUp", Note: "yielded to a live edit"})
+	assert.Equal(t, "Holding", c.holding(cl).Reason)
+	ops.Record(key, worker.ApplyReport{Reason: "CatchUp", Head: "main@sha1:abc", Failure: "kustomize build failed"})
+	ready := c.holding(cl)
+	assert.Equal(t, "ApplierFailing", ready.Reason)
+	assert.Contains(t, ready.Message, "kustomize build failed")
+	ops.Record(Key(v1.ApplierKindArgoCDClaim, "team", "apps"), worker.ApplyReport{Failure: "another kind's claim of the same name"})
+	ops.Record(key, worker.ApplyReport{Reason: "Repair"})
+	assert.Equal(t, "Holding", c.holding(cl).Reason, "an ArgoCDClaim of the same name is another claim")
 }
