@@ -211,18 +211,41 @@ func statusCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			claims, err := c.ReverserV1alpha1().FluxClaims(ns).List(ctx, metav1.ListOptions{})
+			fcs, err := c.ReverserV1alpha1().FluxClaims(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return err
 			}
-			return printStatus(cmd.OutOrStdout(), targets, crs.Items, claims.Items)
+			acs, err := c.ReverserV1alpha1().ArgoCDClaims(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			var claims []claimRow
+			for _, fc := range fcs.Items {
+				ks := fc.Spec.KustomizationRef
+				claims = append(claims, claimRow{kind: v1.ApplierKindFluxClaim, namespace: fc.Namespace, name: fc.Name,
+					applier: "Kustomization " + ks.Namespace + "/" + ks.Name, status: fc.Status})
+			}
+			for _, ac := range acs.Items {
+				app := ac.Spec.ApplicationRef
+				claims = append(claims, claimRow{kind: v1.ApplierKindArgoCDClaim, namespace: ac.Namespace, name: ac.Name,
+					applier: "Application " + app.Namespace + "/" + app.Name, status: ac.Status})
+			}
+			return printStatus(cmd.OutOrStdout(), targets, crs.Items, claims)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
 	return cmd
 }
 
-func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest, claims []v1.FluxClaim) error {
+// claimRow is a FluxClaim or ArgoCDClaim as status shows it.
+type claimRow struct {
+	kind            v1.ApplierKind
+	namespace, name string
+	applier         string
+	status          v1.ApplierClaimStatus
+}
+
+func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest, claims []claimRow) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GITTARGET\tBRANCH\tREADY\tSTREAMS\tLAST COMMIT\tLAST PUSH\tMESSAGE")
 	short := func(ref *v1.CommitRef) string {
@@ -273,10 +296,10 @@ func printStatus(out io.Writer, targets []v1.GitTarget, crs []v1.CommitRequest, 
 	return tw.Flush()
 }
 
-// printClaims lists the FluxClaims the targets name: the Kustomization,
-// the revision Flux applied, whether it is behind the branch's last push,
-// and the last converge with its reason.
-func printClaims(out io.Writer, targets []v1.GitTarget, claims []v1.FluxClaim) error {
+// printClaims lists the claims: the applier object, whether it is held,
+// the revision it applied, whether that is behind the last push of the
+// GitTarget naming the claim, and the last converge with its reason.
+func printClaims(out io.Writer, targets []v1.GitTarget, claims []claimRow) error {
 	if len(claims) == 0 {
 		return nil
 	}
@@ -285,17 +308,17 @@ func printClaims(out io.Writer, targets []v1.GitTarget, claims []v1.FluxClaim) e
 	fmt.Fprintln(tw, "CLAIM\tAPPLIER\tHELD\tAPPLIED\tBEHIND\tLAST OPERATION\tMESSAGE")
 	for _, fc := range claims {
 		held, msg := "False", ""
-		if c := meta.FindStatusCondition(fc.Status.Conditions, "Held"); c != nil {
+		if c := meta.FindStatusCondition(fc.status.Conditions, "Held"); c != nil {
 			held = string(c.Status)
 		}
-		if r := meta.FindStatusCondition(fc.Status.Conditions, v1.ConditionReady); r != nil {
+		if r := meta.FindStatusCondition(fc.status.Conditions, v1.ConditionReady); r != nil {
 			msg = r.Reason + ": " + r.Message
 		}
-		applied := applier.CommitOf(fc.Status.LastAppliedRevision)
+		applied := applier.CommitOf(fc.status.LastAppliedRevision)
 		behind := "-"
 		for _, gt := range targets {
 			ref := gt.Spec.ApplierRef
-			if gt.Namespace != fc.Namespace || ref == nil || ref.Kind != v1.ApplierKindFluxClaim || ref.Name != fc.Name || gt.Status.LastPush == nil {
+			if gt.Namespace != fc.namespace || ref == nil || ref.Kind != fc.kind || ref.Name != fc.name || gt.Status.LastPush == nil {
 				continue
 			}
 			behind = "no"
@@ -307,7 +330,7 @@ func printClaims(out io.Writer, targets []v1.GitTarget, claims []v1.FluxClaim) e
 			}
 		}
 		op := "-"
-		if o := fc.Status.Operation; o != nil {
+		if o := fc.status.Operation; o != nil {
 			switch {
 			case o.FinishedAt != nil:
 				op = fmt.Sprintf("%s, done %s ago", o.Reason, time.Since(o.FinishedAt.Time).Round(time.Second))
@@ -315,9 +338,7 @@ func printClaims(out io.Writer, targets []v1.GitTarget, claims []v1.FluxClaim) e
 				op = fmt.Sprintf("%s, running for %s", o.Reason, time.Since(o.StartedAt.Time).Round(time.Second))
 			}
 		}
-		ks := fc.Spec.KustomizationRef
-		fmt.Fprintf(tw, "%s/%s\tKustomization %s/%s\t%s\t%.7s\t%s\t%s\t%s\n", fc.Namespace, fc.Name, ks.Namespace, ks.Name, held,
-			orDash(applied), behind, op, msg)
+		fmt.Fprintf(tw, "%s %s/%s\t%s\t%s\t%.7s\t%s\t%s\t%s\n", fc.kind, fc.namespace, fc.name, fc.applier, held, orDash(applied), behind, op, msg)
 	}
 	return tw.Flush()
 }

@@ -17,21 +17,27 @@ func TestStatusShowsEachClaim(t *testing.T) {
 	gt := v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site"},
 		Spec:   v1.GitTargetSpec{Branch: "main", ApplierRef: &v1.ApplierReference{Kind: v1.ApplierKindFluxClaim, Name: "apps"}},
 		Status: v1.GitTargetStatus{LastPush: &v1.CommitRef{SHA: "bbbbbbbbbbbbbbbb", Time: &now}}}
-	claim := func(applied string) v1.FluxClaim {
-		return v1.FluxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "apps"},
-			Spec: v1.FluxClaimSpec{KustomizationRef: v1.ObjectReference{Namespace: "flux-system", Name: "apps"}},
-			Status: v1.ApplierClaimStatus{LastAppliedRevision: "main@sha1:" + applied,
+	claim := func(applied string) claimRow {
+		return claimRow{kind: v1.ApplierKindFluxClaim, namespace: "team", name: "apps", applier: "Kustomization flux-system/apps",
+			status: v1.ApplierClaimStatus{LastAppliedRevision: "main@sha1:" + applied,
 				Conditions: []metav1.Condition{{Type: "Held", Status: metav1.ConditionTrue},
 					{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Holding", Message: "held"}},
 				Operation: &v1.ApplierOperation{Reason: v1.ConvergeForeignCommit, StartedAt: &now, FinishedAt: &now}}}
 	}
 	var out bytes.Buffer
-	require.NoError(t, printStatus(&out, []v1.GitTarget{gt}, nil, []v1.FluxClaim{claim("aaaaaaaaaaaaaaaa")}))
+	require.NoError(t, printStatus(&out, []v1.GitTarget{gt}, nil, []claimRow{claim("aaaaaaaaaaaaaaaa")}))
 	assert.Contains(t, out.String(), "APPLIER CLAIMS")
-	assert.Regexp(t, `team/apps\s+Kustomization flux-system/apps\s+True\s+aaaaaaa\s+yes: tip bbbbbbb pushed 1m0s ago\s+ForeignCommit, done 1m0s ago\s+Holding: held`,
+	assert.Regexp(t, `FluxClaim team/apps\s+Kustomization flux-system/apps\s+True\s+aaaaaaa\s+yes: tip bbbbbbb pushed 1m0s ago\s+ForeignCommit, done 1m0s ago\s+Holding: held`,
 		out.String())
 
 	out.Reset()
-	require.NoError(t, printStatus(&out, []v1.GitTarget{gt}, nil, []v1.FluxClaim{claim("bbbbbbbbbbbbbbbb")}))
+	require.NoError(t, printStatus(&out, []v1.GitTarget{gt}, nil, []claimRow{claim("bbbbbbbbbbbbbbbb")}))
 	assert.Regexp(t, `bbbbbbb\s+no\s+ForeignCommit`, out.String(), "at the tip")
+
+	argo := claim("aaaaaaaaaaaaaaaa")
+	argo.kind, argo.applier = v1.ApplierKindArgoCDClaim, "Application argocd/apps"
+	out.Reset()
+	require.NoError(t, printStatus(&out, []v1.GitTarget{gt}, nil, []claimRow{argo}))
+	assert.Regexp(t, `ArgoCDClaim team/apps\s+Application argocd/apps\s+True\s+aaaaaaa\s+-\s+`, out.String(),
+		"the GitTarget names a FluxClaim of that name, not this one")
 }
