@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -9,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/watch"
 )
 
@@ -492,4 +495,60 @@ func TestAConvergeHeldBackSetsNoBusyTimer(t *testing.T) {
 	c.step(5 * time.Second)
 	c.step(time.Hour)
 	assert.Greater(t, wake(), time.Duration(0), "nothing pushed, the poll waits its interval")
+}
+
+// TestASaveWhoseCommitTheBranchLostIsCommitDropped (E3): a save waiting for
+// its apply whose commit a force-push took off the branch ends Applied=False
+// CommitDropped, the only False.
+func TestASaveWhoseCommitTheBranchLostIsCommitDropped(t *testing.T) {
+	c, tg, _, _ := claimed(t, time.Hour)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	seed := c.git(c.bare, "rev-parse", "main")
+	var mu sync.Mutex
+	var last ApplyResult
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: gitrepo.Signature{Name: "alice", Email: "alice@example.com"},
+		Message: "Save", Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {},
+		Applied: func(r ApplyResult) { mu.Lock(); last = r; mu.Unlock() }})
+	c.settle()
+	c.settle()
+	require.NotEqual(t, seed, c.git(c.bare, "rev-parse", "main"), "the save is pushed")
+	c.git(c.bare, "update-ref", "refs/heads/main", seed) // somebody rewrote the branch
+	c.step(30 * time.Second)                             // the poll finds it
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, "CommitDropped", last.Reason, last.Message)
+	assert.True(t, last.Settled)
+}
+
+// TestABarrierThatIsNeverAnsweredLapses (E4): the window waits for its
+// barrier two minutes at most; then it is counted timed out and the next
+// converge may go. A barrier the streams could not take fails at once.
+func TestABarrierThatIsNeverAnsweredLapses(t *testing.T) {
+	c, tg, a, _ := claimed(t, 0)
+	var mu sync.Mutex
+	var tokens []string
+	c.w.SetTarget(c.ctx, withBarrier(tg, func(token string) { mu.Lock(); tokens = append(tokens, token); mu.Unlock() }))
+	c.changeBy(tg, "a", "alice", "a: 1")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle() // Startup sent and done; its barrier never answered
+	c.seedRemote(map[string]string{"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"}, "by hand")
+	timedOut := testutil.ToFloat64(metrics.ApplyWindowBarriers.WithLabelValues("timed_out"))
+	c.step(BarrierTimeout - time.Second)
+	sent, _ := a.sent()
+	assert.Equal(t, 1, sent, "the ForeignCommit waits for the barrier")
+	c.step(time.Second)
+	c.step(30 * time.Second) // the poll
+	sent, _ = a.sent()
+	assert.Equal(t, 2, sent, "the lapsed barrier lets it go")
+	assert.Equal(t, timedOut+1, testutil.ToFloat64(metrics.ApplyWindowBarriers.WithLabelValues("timed_out")))
+
+	failed := testutil.ToFloat64(metrics.ApplyWindowBarriers.WithLabelValues("failed"))
+	mu.Lock()
+	token := tokens[len(tokens)-1]
+	mu.Unlock()
+	c.w.BarrierMet(c.ctx, tg.Key, token, errors.New("listing configmaps: forbidden"))
+	c.settle()
+	assert.Equal(t, failed+1, testutil.ToFloat64(metrics.ApplyWindowBarriers.WithLabelValues("failed")))
 }
