@@ -472,6 +472,15 @@ func (w *Worker) Run(ctx context.Context) {
 		if w.onStep != nil {
 			w.onStep()
 		}
+		// Stopped and drained before it is armed again: a fired value left in
+		// the channel would wake the next turn for nothing, and a fake
+		// clock (the tests') blocks firing a timer whose channel is full.
+		if !timer.Stop() {
+			select {
+			case <-timer.C():
+			default:
+			}
+		}
 		timer.Reset(w.nextWake())
 	}
 }
