@@ -247,3 +247,37 @@ func TestAControllerKilledMidApplyLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "alice", strings.TrimSpace(string(out)), "her edit committed once, by her")
 }
+
+// TestACatchUpYieldsToALiveEditBeforeFluxApplies (E2): a CatchUp is sent
+// (the GitRepository asked to fetch) while source-controller is paused;
+// alice edits meanwhile. Once the fetch is handled the converge yields
+// before Flux applies: the Kustomization is never asked for it, her edit is
+// never reverted, and a fresh catchUpAfter later Flux applies the tip with
+// her edit.
+func TestACatchUpYieldsToALiveEditBeforeFluxApplies(t *testing.T) {
+	c := claimedMirror(t, "5s")
+	abandoned := metric(t, `reverser_converges_total{outcome="abandoned",reason="CatchUp"}`)
+	requested := func(kind string) string {
+		return fluxField(t, kind, c.ks, `.metadata.annotations.reconcile\.fluxcd\.io/requestedAt`)
+	}
+	beforeRepo, beforeKs := requested("gitrepository"), requested("kustomization")
+	require.NoError(t, controlplane.Signal(env, "flux-source-controller", syscall.SIGSTOP))
+	t.Cleanup(func() { _ = controlplane.Signal(env, "flux-source-controller", syscall.SIGCONT) })
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
+	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "red") }, "the first edit in Git")
+	eventually(t, time.Minute, "the CatchUp asked the GitRepository to fetch", func() (bool, error) {
+		at := requested("gitrepository")
+		return at != "" && at != beforeRepo, nil
+	})
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"orange"}}`)
+	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "orange") }, "the edit made after the send in Git")
+	require.NoError(t, controlplane.Signal(env, "flux-source-controller", syscall.SIGCONT))
+
+	eventually(t, time.Minute, "the CatchUp yielded", func() (bool, error) {
+		return metric(t, `reverser_converges_total{outcome="abandoned",reason="CatchUp"}`) > abandoned, nil
+	})
+	assert.Equal(t, beforeKs, requested("kustomization"), "the Kustomization was never asked for the yielded converge")
+	eventually(t, time.Minute, "a fresh CatchUp applied the tip", func() (bool, error) { return c.applied() == c.head(), nil })
+	assert.Equal(t, "orange", c.color("app"), "never reverted")
+	c.noFluxCommits()
+}
