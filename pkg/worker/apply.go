@@ -36,6 +36,11 @@ const (
 // BarrierTimeout bounds how long an apply window waits for its barrier.
 const BarrierTimeout = 2 * time.Minute
 
+// applierCallTimeout bounds each call to the applier, which runs on the
+// worker's goroutine: an API server that stops answering holds the branch
+// back this long at most, then the step goes on and asks again later.
+const applierCallTimeout = 30 * time.Second
+
 // Applier asks a claimed applier to apply the branch.
 type Applier interface {
 	// Send asks the applier to apply the remote branch as it is now; token
@@ -426,7 +431,9 @@ func (w *Worker) sendConverge(ctx context.Context, t *target) bool {
 	a := t.apply
 	now := w.clock.Now()
 	token := now.UTC().Format(time.RFC3339Nano)
-	op, err := a.cfg.Applier.Send(ctx, token)
+	call, cancel := context.WithTimeout(ctx, applierCallTimeout)
+	defer cancel()
+	op, err := a.cfg.Applier.Send(call, token)
 	if err != nil {
 		metrics.Converges.WithLabelValues(a.pending, "error").Inc()
 		w.applyBackoff(t, fmt.Errorf("asking the applier to converge: %w", err))
@@ -450,7 +457,9 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 	a := t.apply
 	in := a.inflight
 	resume := func() bool { return !in.yields || a.liveEdits == in.edits }
-	p, err := in.op.Follow(ctx, resume)
+	call, cancel := context.WithTimeout(ctx, applierCallTimeout)
+	p, err := in.op.Follow(call, resume)
+	cancel()
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Following a converge", "gitTarget", t.cfg.Key, "err", err)
 		return // asked again at the next step

@@ -16,7 +16,13 @@
 // anything it takes from the queue. Each turn takes only what was queued
 // when it began, so a busy stream cannot hold off commits, pushes and saves.
 // Reporter calls and Done callbacks come from the worker goroutine and must
-// not block.
+// not block. BarrierMet goes through the queue, behind the changes the
+// streams sent before it.
+//
+// A target with a Claim also drives its applier from the worker goroutine
+// (apply.go): the applier's Send and Follow are API calls made there, each
+// bounded by applierCallTimeout; the claim's Report and Barrier callbacks
+// must not block.
 //
 // Every thousand commits, the push that carries them also repacks the local
 // repository (on the worker goroutine: that push takes longer), so loose

@@ -38,7 +38,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/clock"
 
 	"reverser.dev/reverser/pkg/admission"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
@@ -62,10 +61,9 @@ type Config struct {
 	// providers).
 	Dynamic dynamic.Interface
 	// Authorizer checks, on every reconcile, that status.authorizedBy may
-	// still get and patch the Kustomization.
+	// still get and patch the applier object.
 	Authorizer authorizer.Authorizer
 	Resync     time.Duration
-	Clock      clock.PassiveClock
 	// Operations brings the converges branch workers report.
 	Operations *Operations
 }
@@ -159,9 +157,6 @@ func Key(kind v1.ApplierKind, namespace, name string) string {
 func New(cfg Config) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 30 * time.Second
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Operations == nil {
 		cfg.Operations = NewOperations()
