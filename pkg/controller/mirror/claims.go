@@ -96,7 +96,13 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	// Held is the claim's status, which whoever may write it could forge;
 	// the applier object's claimed-by annotation only the claims controller
 	// writes, with its own rights, after checking the claim's author.
-	if held, err := holder.HeldBy(ctx, hc.target, annotated); err != nil || !held {
+	held, err := holder.HeldBy(ctx, hc.target, annotated)
+	switch {
+	case err != nil && !apierrors.IsNotFound(err):
+		// A moment's failure keeps the worker's claim as it is (the caller
+		// leaves the mirror running), rather than dropping its waiting saves.
+		return nil, err
+	case err != nil || !held:
 		return nil, nil // the claims controller says why in the claim's status
 	}
 	if hc.catchUpAfter != nil {
