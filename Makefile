@@ -3,7 +3,8 @@ SHELL := /usr/bin/env bash
 GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS := -s -w -X reverser.dev/reverser/pkg/version.Version=$(VERSION) -X reverser.dev/reverser/pkg/version.Commit=$(COMMIT)
 
 LOCAL_DIR ?= _output/local
 

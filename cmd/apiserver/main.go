@@ -11,6 +11,7 @@ import (
 	"k8s.io/component-base/cli"
 
 	"reverser.dev/reverser/pkg/apiserver"
+	"reverser.dev/reverser/pkg/version"
 )
 
 func main() {
@@ -23,6 +24,7 @@ func main() {
 			"APIService and delegates authentication and authorization to kube-apiserver. With --standalone it " +
 			"serves on its own, authenticating client certificates from its own CA.",
 		SilenceUsage: true,
+		Version:      version.Get().String(),
 		RunE: func(c *cobra.Command, _ []string) error {
 			return o.Run(c.Context())
 		},

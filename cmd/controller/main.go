@@ -38,6 +38,7 @@ import (
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/pkg/version"
 )
 
 type options struct {
@@ -98,7 +99,12 @@ func main() {
 		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
 	flag.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
 		"how often a claimed GitTarget's remote is looked at for commits someone else pushed, which its applier then applies (ForeignCommit)")
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("reverser-controller version", version.Get())
+		return
+	}
 	if o.collect == 0 {
 		o.collect = o.grace
 	}

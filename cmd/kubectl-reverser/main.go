@@ -29,6 +29,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
+	"reverser.dev/reverser/pkg/version"
 )
 
 type globals struct {
@@ -57,6 +58,7 @@ func main() {
 		Short:         "Save and inspect Reverser mirrors",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
 	root.PersistentFlags().StringVar(&g.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file")
 	root.PersistentFlags().StringVarP(&g.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CommitRequest (and, by default, of the GitTarget)")
