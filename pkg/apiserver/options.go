@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -23,7 +24,10 @@ import (
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
@@ -31,6 +35,7 @@ import (
 	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/generated/openapi"
 	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/pkg/servingcert"
 	"reverser.dev/reverser/pkg/watch"
 )
 
@@ -49,13 +54,23 @@ type Options struct {
 	// EmbeddedEtcdDir holds the embedded etcd's data when no --etcd-servers is given.
 	EmbeddedEtcdDir string
 
+	// ServingCASecret ("namespace/name") makes the server issue its own
+	// serving certificate from a CA kept in that Secret, for the DNS names
+	// of ServingService, and keep the CA in APIService's caBundle: TLS
+	// without cert-manager (package servingcert).
+	ServingCASecret string
+	ServingService  string
+	APIService      string
+
 	// Authorizer, when set, replaces the configured authorizer. Tests use it
 	// to stand in for kube-apiserver's RBAC.
 	Authorizer authorizer.Authorizer
 
-	flags *pflag.FlagSet
-	etcd  *EmbeddedEtcd
-	pki   *PKI
+	flags  *pflag.FlagSet
+	etcd   *EmbeddedEtcd
+	pki    *PKI
+	bundle *servingcert.Bundle
+	leaf   *servingcert.Leaf
 }
 
 // NewOptions returns the defaults.
@@ -82,6 +97,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"With --standalone, write an admin kubeconfig for this server to this path.")
 	fs.StringVar(&o.EmbeddedEtcdDir, "embedded-etcd-dir", o.EmbeddedEtcdDir,
 		"Data directory of the embedded etcd, used when --etcd-servers is empty. Data survives restarts.")
+	fs.StringVar(&o.ServingCASecret, "serving-ca-secret", o.ServingCASecret,
+		"Secret (namespace/name) holding the CA this server issues its serving certificate from; created by the first replica. "+
+			"With it the server needs no --tls-cert-file and no cert-manager.")
+	fs.StringVar(&o.ServingService, "serving-service", o.ServingService,
+		"Service (namespace/name) the serving certificate is issued for, with --serving-ca-secret: its in-cluster DNS names.")
+	fs.StringVar(&o.APIService, "apiservice", o.APIService,
+		"APIService whose spec.caBundle the server keeps equal to the --serving-ca-secret CA, so the aggregator trusts it; "+
+			"empty leaves caBundle to someone else.")
 }
 
 // Validate checks the flags that are ours; Config validates the rest.
@@ -89,6 +112,22 @@ func (o *Options) Validate() error {
 	var errs []error
 	if o.WriteKubeconfig != "" && !o.Standalone {
 		errs = append(errs, errors.New("--write-kubeconfig needs --standalone: in delegated mode kube-apiserver authenticates users"))
+	}
+	if o.ServingCASecret != "" {
+		if _, _, err := splitRef(o.ServingCASecret); err != nil {
+			errs = append(errs, fmt.Errorf("--serving-ca-secret: %w", err))
+		}
+		if _, _, err := splitRef(o.ServingService); err != nil {
+			errs = append(errs, fmt.Errorf("--serving-service (needed by --serving-ca-secret): %w", err))
+		}
+		if o.Recommended.SecureServing.ServerCert.CertKey.CertFile != "" {
+			errs = append(errs, errors.New("--serving-ca-secret and --tls-cert-file both name a serving certificate: keep one"))
+		}
+		if o.Standalone {
+			errs = append(errs, errors.New("--serving-ca-secret needs a cluster: not with --standalone"))
+		}
+	} else if o.APIService != "" {
+		errs = append(errs, errors.New("--apiservice needs --serving-ca-secret: it writes that CA"))
 	}
 	if len(o.Recommended.Etcd.StorageConfig.Transport.ServerList) == 0 && o.EmbeddedEtcdDir == "" {
 		errs = append(errs, errors.New("set --etcd-servers or --embedded-etcd-dir"))
@@ -125,6 +164,10 @@ func (o *Options) Config() (*Config, error) {
 func (o *Options) config() (*Config, error) {
 	if o.Standalone {
 		if err := o.prepareStandalone(); err != nil {
+			return nil, err
+		}
+	} else if o.ServingCASecret != "" {
+		if err := o.prepareServingCert(); err != nil {
 			return nil, err
 		}
 	} else if err := o.Recommended.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil,
@@ -270,5 +313,64 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.leaf != nil {
+		// For the server's life: a caBundle someone overwrote is healed
+		// and the leaf renewed before it expires.
+		go servingcert.Keep(ctx, o.bundle, o.leaf, time.Minute)
+	}
 	return srv.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}
+
+// prepareServingCert issues the serving certificate from the CA Secret, so
+// the server needs no certificate handed to it.
+func (o *Options) prepareServingCert() error {
+	cfg, err := o.coreConfig()
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building kube-apiserver client: %w", err)
+	}
+	ns, name, _ := splitRef(o.ServingCASecret)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ca, err := servingcert.LoadOrCreateCA(ctx, kube.CoreV1().Secrets(ns), name)
+	if err != nil {
+		return err
+	}
+	svcNS, svc, _ := splitRef(o.ServingService)
+	o.leaf = &servingcert.Leaf{CA: ca, Dir: o.Recommended.SecureServing.ServerCert.CertDirectory, Name: "serving",
+		DNSNames: servingcert.ServiceNames(svcNS, svc), Renew: 90 * 24 * time.Hour}
+	if _, err := o.leaf.Ensure(time.Now()); err != nil {
+		return err
+	}
+	ck := &o.Recommended.SecureServing.ServerCert.CertKey
+	ck.CertFile, ck.KeyFile = o.leaf.Files()
+	if o.APIService != "" {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("building kube-apiserver client: %w", err)
+		}
+		o.bundle = &servingcert.Bundle{Client: dyn, APIService: o.APIService, CAPEM: ca.CertPEM}
+	}
+	return nil
+}
+
+// coreConfig is how this server reaches kube-apiserver: --kubeconfig, or
+// the Pod's service account.
+func (o *Options) coreConfig() (*rest.Config, error) {
+	if o.Recommended.CoreAPI != nil && o.Recommended.CoreAPI.CoreAPIKubeconfigPath != "" {
+		return clientcmd.BuildConfigFromFlags("", o.Recommended.CoreAPI.CoreAPIKubeconfigPath)
+	}
+	return rest.InClusterConfig()
+}
+
+// splitRef splits "namespace/name".
+func splitRef(ref string) (string, string, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%q is not namespace/name", ref)
+	}
+	return ns, name, nil
 }

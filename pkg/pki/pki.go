@@ -50,30 +50,51 @@ func LoadCA(dir, name string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
+	ca, err := ParseCA(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA %s in %s: %w", name, dir, err)
+	}
+	return ca, nil
+}
+
+// ParseCA reads a CA from its PEM certificate and PKCS#8 PEM key.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("CA %s in %s: certificate or key is not PEM", name, dir)
+		return nil, errors.New("certificate or key is not PEM")
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("parsing CA certificate %s: %w", name, err)
+		return nil, fmt.Errorf("parsing CA certificate: %w", err)
 	}
 	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("parsing CA key %s: %w", name, err)
+		return nil, fmt.Errorf("parsing CA key: %w", err)
 	}
 	signer, ok := key.(crypto.Signer)
 	if !ok {
-		return nil, fmt.Errorf("CA key %s is a %T, not a signer", name, key)
+		return nil, fmt.Errorf("CA key is a %T, not a signer", key)
 	}
 	return &CA{Cert: cert, CertPEM: certPEM, key: signer}, nil
 }
 
 func createCA(dir, name string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := NewCA(name)
 	if err != nil {
 		return nil, err
+	}
+	if err := WritePair(dir, name, certPEM, keyPEM); err != nil {
+		return nil, err
+	}
+	return LoadCA(dir, name)
+}
+
+// NewCA creates a self-signed CA valid for ten years, as PEM.
+func NewCA(name string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -86,16 +107,12 @@ func createCA(dir, name string) (*CA, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
-		return nil, fmt.Errorf("creating CA %s: %w", name, err)
+		return nil, nil, fmt.Errorf("creating CA %s: %w", name, err)
 	}
-	keyPEM, err := EncodeKey(key)
-	if err != nil {
-		return nil, err
+	if keyPEM, err = EncodeKey(key); err != nil {
+		return nil, nil, err
 	}
-	if err := WritePair(dir, name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM); err != nil {
-		return nil, err
-	}
-	return LoadCA(dir, name)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
 }
 
 // IssueClient issues a client certificate for user in groups: the CN is the
