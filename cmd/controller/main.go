@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,7 +39,9 @@ import (
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	"reverser.dev/reverser/pkg/metrics"
+	"reverser.dev/reverser/pkg/leaderendpoint"
 	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/pkg/servingcert"
 	"reverser.dev/reverser/pkg/version"
 )
 
@@ -45,6 +49,7 @@ type options struct {
 	kubeconfig, dataDir, metricsAddr, healthAddr string
 	leaderElect                                  bool
 	leaseNamespace, leaseName                    string
+	leaseDuration, renewDeadline, retryPeriod    time.Duration
 	resync                                       time.Duration
 
 	auditAddr, auditCert, auditKey, auditClientCA string
@@ -56,6 +61,7 @@ type options struct {
 	auditMaxInFlight                              int
 	fluxIdentities, argoIdentities                string
 	applyGrace, remotePoll                        time.Duration
+	auditCASecret, auditService, auditAdvertise   string
 }
 
 func main() {
@@ -68,6 +74,11 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader with a coordination.k8s.io Lease, so only one replica mirrors")
 	flag.StringVar(&o.leaseNamespace, "leader-election-namespace", "reverser-system", "namespace of the leader election Lease")
 	flag.StringVar(&o.leaseName, "leader-election-id", "reverser-controller", "name of the leader election Lease")
+	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 10*time.Second,
+		"how long a standby waits after the leader's last renewal before it takes over; with the retry period this bounds failover")
+	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 7*time.Second,
+		"how long the leader keeps trying to renew before it gives up leading (and exits, to restart as a standby)")
+	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to take or renew the Lease")
 	flag.DurationVar(&o.resync, "resync", 30*time.Second, "how often every GitTarget is reconciled again (re-resolving rules against discovery)")
 	flag.StringVar(&o.auditAddr, "audit-bind-address", "127.0.0.1:9444",
 		"HTTPS address of the audit ingress, POST /audit/<kubeprovider>; empty turns it off")
@@ -75,6 +86,14 @@ func main() {
 	flag.StringVar(&o.auditKey, "audit-tls-private-key-file", "", "key of --audit-tls-cert-file")
 	flag.StringVar(&o.auditClientCA, "audit-client-ca-file", "",
 		"CA whose client certificates may authenticate audit routes that list clientCertificateCommonNames")
+	flag.StringVar(&o.auditCASecret, "audit-ca-secret", "",
+		"Secret (namespace/name) holding the CA the audit ingress's serving certificate is issued from, created by the first replica; "+
+			"kube-apiserver's audit webhook kubeconfig trusts its ca.crt. Instead of --audit-tls-cert-file")
+	flag.StringVar(&o.auditService, "audit-service", "",
+		"selector-less Service (namespace/name) kube-apiserver's audit webhook reaches; the leader points its EndpointSlice at itself "+
+			"(--audit-advertise-address), and the audit certificate names it")
+	flag.StringVar(&o.auditAdvertise, "audit-advertise-address", "",
+		"this replica's address in --audit-service's EndpointSlice: the Pod IP in a cluster")
 	flag.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 32<<20,
 		"largest audit EventList accepted; larger ones get 413 and their facts are lost (RequestResponse events carry whole objects)")
 	flag.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held; the oldest are dropped first")
@@ -108,6 +127,10 @@ func main() {
 	if o.collect == 0 {
 		o.collect = o.grace
 	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "reverser-controller:", err)
+		os.Exit(2)
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -115,6 +138,49 @@ func main() {
 		klog.ErrorS(err, "reverser-controller failed")
 		os.Exit(1)
 	}
+}
+
+func (o options) validate() error {
+	var errs []error
+	if o.auditCASecret != "" {
+		if _, _, err := servingcert.ParseRef(o.auditCASecret); err != nil {
+			errs = append(errs, fmt.Errorf("--audit-ca-secret: %w", err))
+		}
+		if o.auditCert != "" {
+			errs = append(errs, errors.New("--audit-ca-secret and --audit-tls-cert-file both name the audit certificate: keep one"))
+		}
+		if o.auditService == "" {
+			errs = append(errs, errors.New("--audit-ca-secret needs --audit-service: the certificate is issued for its DNS names"))
+		}
+	}
+	if o.auditService != "" {
+		if _, _, err := servingcert.ParseRef(o.auditService); err != nil {
+			errs = append(errs, fmt.Errorf("--audit-service: %w", err))
+		}
+		if o.auditAdvertise == "" {
+			errs = append(errs, errors.New("--audit-service needs --audit-advertise-address (the Pod IP: env from status.podIP)"))
+		}
+		if _, _, err := net.SplitHostPort(o.auditAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--audit-service needs --audit-bind-address with a port: %w", err))
+		}
+	}
+	if o.leaderElect && !(o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
+		errs = append(errs, errors.New("leader election needs retry period < renew deadline < lease duration"))
+	}
+	return errors.Join(errs...)
+}
+
+// leaderEndpoint publishes this replica as the audit Service's only
+// endpoint, or is nil without --audit-service.
+func leaderEndpoint(o options, kube kubernetes.Interface, identity string) *leaderendpoint.Publisher {
+	if o.auditService == "" {
+		return nil
+	}
+	ns, svc, _ := servingcert.ParseRef(o.auditService)
+	_, port, _ := net.SplitHostPort(o.auditAddr)
+	p, _ := strconv.ParseInt(port, 10, 32)
+	return &leaderendpoint.Publisher{Client: kube.DiscoveryV1(), Namespace: ns, Service: svc, Address: o.auditAdvertise,
+		Port: int32(p), PortName: "https", Identity: identity}
 }
 
 func run(ctx context.Context, o options) error {
@@ -164,7 +230,7 @@ func run(ctx context.Context, o options) error {
 	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync, Operations: operations})
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
-		if err := serveAudit(ctx, o, ingress); err != nil {
+		if err := serveAudit(ctx, o, kube, ingress); err != nil {
 			return err
 		}
 	}
@@ -198,8 +264,15 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 
+	id, _ := os.Hostname()
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	endpoint := leaderEndpoint(o, kube, id)
 	runController := func(ctx context.Context) {
 		close(leading)
+		klog.InfoS("Leading", "identity", id)
+		if endpoint != nil {
+			go endpoint.Keep(ctx, o.resync)
+		}
 		go func() {
 			if err := saves.Run(ctx, 2); err != nil {
 				klog.ErrorS(err, "CommitRequest controller stopped")
@@ -218,8 +291,6 @@ func run(ctx context.Context, o options) error {
 		runController(ctx)
 		return nil
 	}
-	id, _ := os.Hostname()
-	id = fmt.Sprintf("%s_%d", id, os.Getpid())
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName, kube.CoreV1(), kube.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {
@@ -227,12 +298,17 @@ func run(ctx context.Context, o options) error {
 	}
 	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 		Lock: lock, ReleaseOnCancel: true,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: runController,
 			OnStoppedLeading: func() { klog.InfoS("Leadership lost", "identity", id) },
 		},
 	})
+	if ctx.Err() == nil {
+		// Exit so the Pod restarts as a clean standby: the mirror's state
+		// is the new leader's now.
+		return fmt.Errorf("lost the leader election Lease %s/%s", o.leaseNamespace, o.leaseName)
+	}
 	return nil
 }
 
@@ -274,30 +350,18 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 	return nil
 }
 
-// serveAudit serves the audit ingress over TLS. Without a certificate it
-// issues one from a CA kept in --data-dir/audit-pki, whose ca.crt goes into
-// kube-apiserver's audit webhook kubeconfig.
-func serveAudit(ctx context.Context, o options, h http.Handler) error {
-	certFile, keyFile := o.auditCert, o.auditKey
-	if certFile == "" {
-		dir := filepath.Join(o.dataDir, "audit-pki")
-		ca, err := pki.LoadOrCreateCA(dir, "ca")
-		if err != nil {
-			return err
-		}
-		if err := pki.EnsurePair(dir, "serving", func() ([]byte, []byte, error) {
-			return ca.IssueServing("reverser-controller", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
-		}); err != nil {
-			return err
-		}
-		certFile, keyFile = filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key")
-		klog.InfoS("Audit ingress uses a self-signed certificate", "ca", filepath.Join(dir, "ca.crt"))
-	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+// serveAudit serves the audit ingress over TLS, with the certificate of
+// auditCertificate.
+func serveAudit(ctx context.Context, o options, kube kubernetes.Interface, h http.Handler) error {
+	certFile, keyFile, err := auditCertificate(ctx, o, kube)
 	if err != nil {
+		return err
+	}
+	certs := &reloadingCert{certFile: certFile, keyFile: keyFile}
+	if _, err := certs.get(nil); err != nil {
 		return fmt.Errorf("loading the audit ingress certificate: %w", err)
 	}
-	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tlsCfg := &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
 	if o.auditClientCA != "" {
 		pem, err := os.ReadFile(o.auditClientCA)
 		if err != nil {
@@ -327,4 +391,77 @@ func serveAudit(ctx context.Context, o options, h http.Handler) error {
 	}()
 	klog.InfoS("Serving the audit ingress", "address", ln.Addr().String())
 	return nil
+}
+
+// auditCertificate is the audit ingress's certificate: the files given;
+// else a leaf of the --audit-ca-secret CA for --audit-service, which every
+// replica shares and which is renewed before it expires; else a CA of
+// its own in --data-dir/audit-pki, for a single local controller.
+func auditCertificate(ctx context.Context, o options, kube kubernetes.Interface) (certFile, keyFile string, err error) {
+	if o.auditCert != "" {
+		return o.auditCert, o.auditKey, nil
+	}
+	dir := filepath.Join(o.dataDir, "audit-pki")
+	if o.auditCASecret != "" {
+		ns, name, _ := servingcert.ParseRef(o.auditCASecret)
+		ca, err := servingcert.LoadOrCreateCA(ctx, kube.CoreV1().Secrets(ns), name)
+		if err != nil {
+			return "", "", err
+		}
+		svcNS, svc, _ := servingcert.ParseRef(o.auditService)
+		leaf := &servingcert.Leaf{CA: ca, Dir: dir, Name: "serving-" + name, DNSNames: servingcert.ServiceNames(svcNS, svc),
+			Renew: 90 * 24 * time.Hour}
+		if _, err := leaf.Ensure(time.Now()); err != nil {
+			return "", "", err
+		}
+		go servingcert.Keep(ctx, nil, leaf, time.Hour)
+		certFile, keyFile = leaf.Files()
+		return certFile, keyFile, nil
+	}
+	ca, err := pki.LoadOrCreateCA(dir, "ca")
+	if err != nil {
+		return "", "", err
+	}
+	if err := pki.EnsurePair(dir, "serving", func() ([]byte, []byte, error) {
+		return ca.IssueServing("reverser-controller", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	}); err != nil {
+		return "", "", err
+	}
+	klog.InfoS("Audit ingress uses a self-signed certificate", "ca", filepath.Join(dir, "ca.crt"))
+	return filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key"), nil
+}
+
+// reloadingCert serves the key pair in two files, read again when the
+// certificate file changes, so a renewed leaf is used without a restart.
+type reloadingCert struct {
+	certFile, keyFile string
+
+	mu      sync.Mutex
+	modTime time.Time
+	cert    *tls.Certificate
+}
+
+func (r *reloadingCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fi, err := os.Stat(r.certFile)
+	if err != nil {
+		if r.cert != nil {
+			return r.cert, nil
+		}
+		return nil, err
+	}
+	if r.cert != nil && fi.ModTime().Equal(r.modTime) {
+		return r.cert, nil
+	}
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		if r.cert != nil {
+			// Caught between the key's write and the certificate's.
+			return r.cert, nil
+		}
+		return nil, err
+	}
+	r.cert, r.modTime = &c, fi.ModTime()
+	return r.cert, nil
 }

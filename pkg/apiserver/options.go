@@ -114,10 +114,10 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--write-kubeconfig needs --standalone: in delegated mode kube-apiserver authenticates users"))
 	}
 	if o.ServingCASecret != "" {
-		if _, _, err := splitRef(o.ServingCASecret); err != nil {
+		if _, _, err := servingcert.ParseRef(o.ServingCASecret); err != nil {
 			errs = append(errs, fmt.Errorf("--serving-ca-secret: %w", err))
 		}
-		if _, _, err := splitRef(o.ServingService); err != nil {
+		if _, _, err := servingcert.ParseRef(o.ServingService); err != nil {
 			errs = append(errs, fmt.Errorf("--serving-service (needed by --serving-ca-secret): %w", err))
 		}
 		if o.Recommended.SecureServing.ServerCert.CertKey.CertFile != "" {
@@ -332,14 +332,14 @@ func (o *Options) prepareServingCert() error {
 	if err != nil {
 		return fmt.Errorf("building kube-apiserver client: %w", err)
 	}
-	ns, name, _ := splitRef(o.ServingCASecret)
+	ns, name, _ := servingcert.ParseRef(o.ServingCASecret)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ca, err := servingcert.LoadOrCreateCA(ctx, kube.CoreV1().Secrets(ns), name)
 	if err != nil {
 		return err
 	}
-	svcNS, svc, _ := splitRef(o.ServingService)
+	svcNS, svc, _ := servingcert.ParseRef(o.ServingService)
 	o.leaf = &servingcert.Leaf{CA: ca, Dir: o.Recommended.SecureServing.ServerCert.CertDirectory, Name: "serving",
 		DNSNames: servingcert.ServiceNames(svcNS, svc), Renew: 90 * 24 * time.Hour}
 	if _, err := o.leaf.Ensure(time.Now()); err != nil {
@@ -364,13 +364,4 @@ func (o *Options) coreConfig() (*rest.Config, error) {
 		return clientcmd.BuildConfigFromFlags("", o.Recommended.CoreAPI.CoreAPIKubeconfigPath)
 	}
 	return rest.InClusterConfig()
-}
-
-// splitRef splits "namespace/name".
-func splitRef(ref string) (string, string, error) {
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%q is not namespace/name", ref)
-	}
-	return ns, name, nil
 }

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,6 +84,15 @@ func LoadOrCreateCA(ctx context.Context, secrets corev1client.SecretInterface, n
 		}
 	}
 	return nil, fmt.Errorf("CA Secret %s: created and deleted again while reading it", name)
+}
+
+// ParseRef splits a flag's "namespace/name".
+func ParseRef(ref string) (namespace, name string, err error) {
+	ns, n, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || n == "" || strings.Contains(n, "/") {
+		return "", "", fmt.Errorf("%q is not namespace/name", ref)
+	}
+	return ns, n, nil
 }
 
 // ServiceNames are the DNS names a Service is reached by inside a cluster.
