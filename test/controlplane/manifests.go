@@ -5,36 +5,6 @@ import "strconv"
 // AuditSecret holds the audit webhook's token in ReverserNamespace, key "token".
 const AuditSecret = "audit-local"
 
-// auditPolicy records writes with their objects, which attribution needs
-// (user and resourceVersion), Metadata for reads, and nothing for noise.
-// Secrets are never logged with their data.
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: None
-  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version", "/openapi*", "/metrics"]
-- level: None
-  resources:
-  - group: ""
-    resources: [events]
-  - group: events.k8s.io
-    resources: [events]
-  - group: coordination.k8s.io
-    resources: [leases]
-  - group: authentication.k8s.io
-    resources: [tokenreviews]
-  - group: authorization.k8s.io
-    resources: [subjectaccessreviews, selfsubjectaccessreviews, localsubjectaccessreviews, selfsubjectrulesreviews]
-- level: Metadata
-  resources:
-  - group: ""
-    resources: [secrets, serviceaccounts/token]
-- level: RequestResponse
-  verbs: [create, update, patch, delete, deletecollection]
-- level: Metadata
-`
-
 // bootstrapManifests are what the local cluster needs before
 // reverser-apiserver starts: namespaces, the RBAC it delegates with, the
 // example save permissions, and the ExternalName Service the APIService

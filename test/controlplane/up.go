@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"reverser.dev/reverser/artifacts"
 	"reverser.dev/reverser/pkg/pki"
 	"reverser.dev/reverser/test/gitserver"
 )
@@ -453,7 +454,7 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 	if err := os.WriteFile(f.tokens, []byte(csv.String()), 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(f.auditPolicy, []byte(auditPolicy), 0o644); err != nil {
+	if err := os.WriteFile(f.auditPolicy, []byte(artifacts.AuditPolicy), 0o644); err != nil {
 		return nil, err
 	}
 	// The controller's audit ingress starts last; until it listens, the
