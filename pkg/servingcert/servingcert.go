@@ -185,25 +185,34 @@ func (b *Bundle) Sync(ctx context.Context) (bool, error) {
 }
 
 // Keep syncs the bundle and renews the leaf every interval until ctx ends.
-// A failure is logged and tried again; the server keeps serving meanwhile.
+// A failure (the APIService not created yet, say) is logged and tried again
+// within retry; the server keeps serving meanwhile.
 func Keep(ctx context.Context, b *Bundle, l *Leaf, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
+	const retry = 5 * time.Second
 	for {
+		failed := false
 		if b != nil {
 			if _, err := b.Sync(ctx); err != nil && ctx.Err() == nil {
 				klog.ErrorS(err, "Keeping the APIService's caBundle")
+				failed = true
 			}
 		}
 		if l != nil {
 			if renewed, err := l.Ensure(time.Now()); err != nil {
 				klog.ErrorS(err, "Renewing the serving certificate")
+				failed = true
 			} else if renewed {
 				klog.InfoS("Renewed the serving certificate", "dir", l.Dir)
 			}
 		}
+		next := every
+		if failed {
+			next = min(every, retry)
+		}
+		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

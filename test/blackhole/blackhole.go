@@ -9,6 +9,7 @@ package blackhole
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -29,12 +30,19 @@ const Refuse = "refuse"
 // Proxy forwards connections from its listener to Upstream.
 type Proxy struct {
 	Upstream string
+	// Upstreams, when set, are used instead of Upstream: each connection
+	// goes to the next in turn, and to the one after when a dial fails,
+	// as a Service in front of replicas does once a dead one is no longer
+	// ready. Resolve, when set, is asked for them at each connection.
+	Upstreams []string
+	Resolve   func() ([]string, error)
 	// Control is the file whose content says Stall; checked every Poll.
 	Control string
 	Poll    time.Duration
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+	next  int
 }
 
 type conn struct {
@@ -144,8 +152,37 @@ func (p *Proxy) watchControl(ctx context.Context) {
 	}
 }
 
+// dial connects to the next upstream that answers.
+func (p *Proxy) dial() (net.Conn, error) {
+	addrs := p.Upstreams
+	if p.Resolve != nil {
+		var err error
+		if addrs, err = p.Resolve(); err != nil {
+			return nil, err
+		}
+	}
+	if len(addrs) == 0 {
+		if p.Upstream == "" {
+			return nil, errors.New("no upstream")
+		}
+		addrs = []string{p.Upstream}
+	}
+	p.mu.Lock()
+	first := p.next
+	p.next++
+	p.mu.Unlock()
+	var err error
+	for i := range addrs {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", addrs[(first+i)%len(addrs)], time.Second); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
+}
+
 func (p *Proxy) forward(client net.Conn) {
-	upstream, err := net.Dial("tcp", p.Upstream)
+	upstream, err := p.dial()
 	if err != nil {
 		_ = client.Close()
 		return

@@ -134,3 +134,48 @@ func TestRefuseClosesConnectionsAndRefusesNewOnes(t *testing.T) {
 		return err == nil && line == "ping\n"
 	}, 5*time.Second, 10*time.Millisecond, "forwarded again")
 }
+
+// named serves its name to every connection, then closes it.
+func named(t *testing.T, name string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(name + "\n"))
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestConnectionsTakeTurnsAndSkipADeadUpstream(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadAddr := dead.Addr().String()
+	require.NoError(t, dead.Close())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	p := &Proxy{Upstreams: []string{named(t, "a"), deadAddr, named(t, "b")}, Control: filepath.Join(t.TempDir(), "control"),
+		Poll: 10 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = p.Serve(ctx, addr) }()
+	require.Eventually(t, func() bool { return accepts(addr) }, 5*time.Second, 10*time.Millisecond)
+	seen := map[string]int{}
+	for range 6 {
+		c, r := dial(t, addr)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, err := r.ReadString('\n')
+		require.NoError(t, err, "a connection failed although two upstreams live")
+		seen[line]++
+	}
+	require.Positive(t, seen["a\n"], "upstream a never served: %v", seen)
+	require.Positive(t, seen["b\n"], "upstream b never served: %v", seen)
+}

@@ -36,8 +36,13 @@ type Env struct {
 	GitBaseURL              string `env:"GIT_BASE_URL"`
 	GitRoot                 string `env:"GIT_ROOT"`
 	AuditWebhookURL         string `env:"AUDIT_WEBHOOK_URL"`
-	// The etcd of kube-apiserver. Not named ETCD_*: etcd reads those as flags.
-	KubeEtcdURL string `env:"KUBE_ETCD_URL"`
+	// The etcd of kube-apiserver (its first member, with Options.HA; all
+	// of them in KubeEtcdServers). Not named ETCD_*: etcd reads those as flags.
+	KubeEtcdURL     string `env:"KUBE_ETCD_URL"`
+	KubeEtcdServers string `env:"KUBE_ETCD_SERVERS"`
+	// ReverserAPIServerReplicas, with Options.HA, are the replicas' URLs,
+	// comma-separated; ReverserAPIServer is their balancer.
+	ReverserAPIServerReplicas string `env:"REVERSER_APISERVER_REPLICAS"`
 	// BlackholeControl, with Options.ControllerBlackhole, is the file that
 	// stalls the controller's connections to kube-apiserver.
 	BlackholeControl string `env:"REVERSER_BLACKHOLE_CONTROL"`

@@ -1,29 +1,58 @@
 package controlplane
 
-import "strconv"
+import (
+	"encoding/base64"
+	"strconv"
+)
 
 // AuditSecret holds the audit webhook's token in ReverserNamespace, key "token".
 const AuditSecret = "audit-local"
 
-// bootstrapManifests are what the local cluster needs before
-// reverser-apiserver starts: namespaces, the RBAC it delegates with, the
-// example save permissions, and the ExternalName Service the APIService
-// points at (a loopback address is not a valid Endpoint).
-func bootstrapManifests(p ports, auditToken string) string {
+// AuditCASecret holds the CA of the controllers' audit certificates, as
+// artifacts/deploy names it.
+const AuditCASecret = "reverser-audit-ca"
+
+// namespaceManifests are what every local cluster has: the namespaces, the
+// token kube-apiserver's audit webhook presents on /audit/local (the
+// KubeProvider "local" names it in spec.audit.bearerTokenSecretRef), and
+// the audit CA Secret (--audit-ca-secret), made before kube-apiserver
+// started since its webhook kubeconfig trusts that CA: as an admin who
+// brings the CA does.
+func namespaceManifests(f *configFiles) string {
 	return `apiVersion: v1
 kind: Namespace
 metadata: {name: ` + ReverserNamespace + `}
 ---
-# The token kube-apiserver's audit webhook presents on /audit/local; the
-# KubeProvider "local" names it in spec.audit.bearerTokenSecretRef.
 apiVersion: v1
 kind: Secret
 metadata: {name: ` + AuditSecret + `, namespace: ` + ReverserNamespace + `}
-stringData: {token: "` + auditToken + `"}
+stringData: {token: "` + f.auditToken + `"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: ` + AuditCASecret + `, namespace: ` + ReverserNamespace + `}
+data:
+  ca.crt: ` + base64.StdEncoding.EncodeToString(f.reverserCAPEM) + `
+  ca.key: ` + base64.StdEncoding.EncodeToString(f.reverserCAKeyPEM) + `
 ---
 apiVersion: v1
 kind: Namespace
 metadata: {name: ` + DemoNamespace + `}
+`
+}
+
+// bootstrapManifests are what the local cluster needs before
+// reverser-apiserver starts: the RBAC it delegates with, the example save
+// permissions, the ExternalName Service the APIService points at (a
+// loopback address is not a valid Endpoint), and the selector-less audit
+// Service whose EndpointSlice the leading controller writes.
+func bootstrapManifests(p ports) string {
+	return `apiVersion: v1
+kind: Service
+metadata: {name: reverser-audit, namespace: ` + ReverserNamespace + `}
+spec:
+  ports:
+  - {name: https, port: 443, protocol: TCP}
 ---
 apiVersion: v1
 kind: Service
@@ -62,6 +91,13 @@ rules:
 - apiGroups: [flowcontrol.apiserver.k8s.io]
   resources: [prioritylevelconfigurations, flowschemas]
   verbs: [get, list, watch]
+# --serving-ca-secret and --apiservice (the HA plane).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create]
+- apiGroups: [apiregistration.k8s.io]
+  resources: [apiservices]
+  verbs: [get, patch]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -83,6 +119,9 @@ rules:
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, create, update]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, create, update, delete]
 # Rules and saves are checked again for the users who authorised them.
 - apiGroups: [authorization.k8s.io]
   resources: [subjectaccessreviews]

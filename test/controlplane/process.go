@@ -229,3 +229,10 @@ func Signal(env *Env, name string, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// Pid is the process id of the named process, which a leader election
+// identity (hostname_pid) names.
+func Pid(env *Env, name string) (int, error) {
+	pid, _, err := readPidFile(filepath.Join(env.Dir, "pids", name+".pid"))
+	return pid, err
+}

@@ -54,6 +54,15 @@ type Options struct {
 	// builds them: Up installs the CRDs and runs both controllers out of
 	// cluster, in FluxNamespace, each as its own service account.
 	FluxBin string
+	// NoReverser starts neither reverser-apiserver, nor its APIService, nor
+	// reverser-controller, and creates none of their RBAC: the install
+	// test brings them up from artifacts/deploy, as their ServiceAccounts.
+	NoReverser bool
+	// HA runs kube-apiserver on a 3-member etcd cluster, three
+	// reverser-apiserver replicas on it behind a balancer, and two
+	// controllers that elect a leader; the audit webhook reaches the leader
+	// through the EndpointSlice it publishes (see ha.go).
+	HA bool
 }
 
 // Users of the local cluster. alice and bob are in group devs; only alice
@@ -81,6 +90,7 @@ const (
 type ports struct {
 	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole     int
 	fluxSourceMetrics, fluxSourceHealth, fluxStorage, fluxKustomizeMetrics, fluxKustomizeHealth int
+	ha                                                                                          haPorts
 }
 
 // Up starts the control plane and returns where it is. On error, whatever
@@ -157,24 +167,13 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		return nil, err
 	}
 
-	step("etcd on %s", env.KubeEtcdURL)
 	cp := func(b string) string { return filepath.Join(o.ControlPlaneBin, b) }
-	check, err := startProcess(dir, env.LogDir, "etcd", cp("etcd"),
-		"--name=local", "--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+env.KubeEtcdURL, "--advertise-client-urls="+env.KubeEtcdURL,
-		fmt.Sprintf("--listen-peer-urls=http://127.0.0.1:%d", p.etcdPeer),
-		fmt.Sprintf("--initial-advertise-peer-urls=http://127.0.0.1:%d", p.etcdPeer),
-		fmt.Sprintf("--initial-cluster=local=http://127.0.0.1:%d", p.etcdPeer),
-		"--listen-metrics-urls=", "--log-level=warn")
-	if err != nil {
-		return nil, err
-	}
-	if err := waitHTTP(ctx, check, "etcd", env.KubeEtcdURL+"/health", plainClient(false), true); err != nil {
+	if err := startEtcd(ctx, env, cp("etcd"), p, o, step); err != nil {
 		return nil, err
 	}
 
 	step("kube-apiserver on %s", env.KubeAPIServerURL)
-	check, err = startProcess(dir, env.LogDir, "kube-apiserver", cp("kube-apiserver"), kubeAPIServerArgs(env, p, files)...)
+	check, err := startProcess(dir, env.LogDir, "kube-apiserver", cp("kube-apiserver"), kubeAPIServerArgs(env, p, files)...)
 	if err != nil {
 		return nil, err
 	}
@@ -191,9 +190,16 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		return nil, err
 	}
 
-	step("namespaces, RBAC and the reverser-apiserver Service")
-	if err := kubectlApply(ctx, env.KubeconfigAdmin, bootstrapManifests(p, files.auditToken)); err != nil {
-		return nil, err
+	if o.NoReverser {
+		step("namespaces and the audit token")
+		if err := kubectlApply(ctx, env.KubeconfigAdmin, namespaceManifests(files)); err != nil {
+			return nil, err
+		}
+	} else {
+		step("namespaces, RBAC and the reverser-apiserver Service")
+		if err := kubectlApply(ctx, env.KubeconfigAdmin, namespaceManifests(files)+"---\n"+bootstrapManifests(p)); err != nil {
+			return nil, err
+		}
 	}
 
 	step("kube-controller-manager")
@@ -211,29 +217,37 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		return nil, err
 	}
 
-	step("reverser-apiserver on %s, delegating to kube-apiserver", env.ReverserAPIServer)
-	check, err = startProcess(dir, env.LogDir, "reverser-apiserver", filepath.Join(o.ReverserBin, "reverser-apiserver"),
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.reverserAPI),
-		"--tls-cert-file="+files.reverserServing+".crt", "--tls-private-key-file="+files.reverserServing+".key",
-		"--embedded-etcd-dir="+filepath.Join(dir, "reverser-etcd"),
-		"--kubeconfig="+env.KubeconfigServer,
-		"--authentication-kubeconfig="+env.KubeconfigServer, "--authorization-kubeconfig="+env.KubeconfigServer,
-		// A refusal is not cached for long, so a RoleBinding just created
-		// takes effect on the next try.
-		"--authorization-webhook-cache-unauthorized-ttl=1s")
-	if err != nil {
-		return nil, err
-	}
-	if err := waitHTTP(ctx, check, "reverser-apiserver", env.ReverserAPIServer+"/readyz", plainClient(true), true); err != nil {
-		return nil, err
-	}
+	switch {
+	case o.NoReverser:
+	case o.HA:
+		if err := startHAAPIServers(ctx, env, o, p, step); err != nil {
+			return nil, err
+		}
+	default:
+		step("reverser-apiserver on %s, delegating to kube-apiserver", env.ReverserAPIServer)
+		check, err = startProcess(dir, env.LogDir, "reverser-apiserver", filepath.Join(o.ReverserBin, "reverser-apiserver"),
+			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.reverserAPI),
+			"--tls-cert-file="+files.reverserServing+".crt", "--tls-private-key-file="+files.reverserServing+".key",
+			"--embedded-etcd-dir="+filepath.Join(dir, "reverser-etcd"),
+			"--kubeconfig="+env.KubeconfigServer,
+			"--authentication-kubeconfig="+env.KubeconfigServer, "--authorization-kubeconfig="+env.KubeconfigServer,
+			// A refusal is not cached for long, so a RoleBinding just created
+			// takes effect on the next try.
+			"--authorization-webhook-cache-unauthorized-ttl=1s")
+		if err != nil {
+			return nil, err
+		}
+		if err := waitHTTP(ctx, check, "reverser-apiserver", env.ReverserAPIServer+"/readyz", plainClient(true), true); err != nil {
+			return nil, err
+		}
 
-	step("APIService v1alpha1.reverser.dev")
-	if err := kubectlApply(ctx, env.KubeconfigAdmin, apiServiceManifest(p, files.reverserCAPEM)); err != nil {
-		return nil, err
-	}
-	if err := WaitAPIServiceAvailable(ctx, env); err != nil {
-		return nil, err
+		step("APIService v1alpha1.reverser.dev")
+		if err := kubectlApply(ctx, env.KubeconfigAdmin, apiServiceManifest(p, files.reverserCAPEM)); err != nil {
+			return nil, err
+		}
+		if err := WaitAPIServiceAvailable(ctx, env); err != nil {
+			return nil, err
+		}
 	}
 
 	step("Git server on %s", env.GitBaseURL)
@@ -273,26 +287,27 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		}
 	}
 
-	step("reverser-controller, metrics on %s", env.MetricsURL)
-	check, err = startProcess(dir, env.LogDir, "reverser-controller", filepath.Join(o.ReverserBin, "reverser-controller"),
-		"--kubeconfig="+env.KubeconfigCtrl, "--data-dir="+env.ControllerDataDir,
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
-		fmt.Sprintf("--audit-bind-address=127.0.0.1:%d", p.audit),
-		"--audit-tls-cert-file="+files.controllerServing+".crt", "--audit-tls-private-key-file="+files.controllerServing+".key",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
-		"--leader-elect=false",
-		// Rotations and late CRDs show within seconds on a development cluster,
-		// and finished CommitRequests do not pile up.
-		"--resync=10s", "--commit-request-ttl=15s",
-		// Foreign commits reach a claimed applier within seconds.
-		"--applier-remote-poll=2s", "--apply-window-grace=2s",
-		// A failure in CI shows the converges and barriers.
-		"-v=2")
-	if err != nil {
-		return nil, err
-	}
-	if err := waitHTTP(ctx, check, "reverser-controller", fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health), plainClient(false), true); err != nil {
-		return nil, err
+	switch {
+	case o.NoReverser:
+	case o.HA:
+		if err := startHAControllers(ctx, env, o, p, step); err != nil {
+			return nil, err
+		}
+	default:
+		step("reverser-controller, metrics on %s", env.MetricsURL)
+		check, err = startProcess(dir, env.LogDir, "reverser-controller", filepath.Join(o.ReverserBin, "reverser-controller"),
+			append(controllerArgs(env),
+				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
+				fmt.Sprintf("--audit-bind-address=127.0.0.1:%d", p.audit),
+				"--audit-tls-cert-file="+files.controllerServing+".crt", "--audit-tls-private-key-file="+files.controllerServing+".key",
+				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
+				"--leader-elect=false")...)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitHTTP(ctx, check, "reverser-controller", fmt.Sprintf("http://127.0.0.1:%d/readyz", p.health), plainClient(false), true); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := env.write(); err != nil {
@@ -368,7 +383,7 @@ type configFiles struct {
 	frontProxyCA, frontProxyClient  string
 	reverserServing                 string
 	controllerServing               string
-	reverserCAPEM                   []byte
+	reverserCAPEM, reverserCAKeyPEM []byte
 	auditToken                      string
 	tokens, auditPolicy, auditHook  string
 }
@@ -416,6 +431,9 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 		return nil, err
 	}
 	f.reverserCAPEM = reverserCA.CertPEM
+	if f.reverserCAKeyPEM, err = os.ReadFile(filepath.Join(pkiDir, "reverser-ca.key")); err != nil {
+		return nil, err
+	}
 	if err := pki.EnsurePair(pkiDir, "reverser-apiserver", func() ([]byte, []byte, error) {
 		return reverserCA.IssueServing("reverser-apiserver",
 			[]string{"reverser-apiserver." + ReverserNamespace + ".svc", "localhost"}, loopback)
@@ -423,7 +441,7 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 		return nil, err
 	}
 	if err := pki.EnsurePair(pkiDir, "reverser-controller-audit", func() ([]byte, []byte, error) {
-		return reverserCA.IssueServing("reverser-controller", []string{"localhost"}, loopback)
+		return reverserCA.IssueServing("reverser-controller", []string{"localhost", AuditServerName}, loopback)
 	}); err != nil {
 		return nil, err
 	}
@@ -464,12 +482,37 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 	if err := pki.WriteKubeconfig(f.auditHook, env.AuditWebhookURL, reverserCA.CertPEM, pki.Credentials{Token: f.auditToken}); err != nil {
 		return nil, err
 	}
+	// As in artifacts/deploy/audit/webhook-kubeconfig.yaml: the audit
+	// certificate names the Service, not the address dialled.
+	hook, err := clientcmd.LoadFromFile(f.auditHook)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range hook.Clusters {
+		c.TLSServerName = AuditServerName
+	}
+	if err := clientcmd.WriteToFile(*hook, f.auditHook); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// controllerArgs are the flags every reverser-controller of the local
+// plane shares.
+func controllerArgs(env *Env) []string {
+	return []string{"--kubeconfig=" + env.KubeconfigCtrl, "--data-dir=" + env.ControllerDataDir,
+		// Rotations and late CRDs show within seconds on a development cluster,
+		// and finished CommitRequests do not pile up.
+		"--resync=10s", "--commit-request-ttl=15s",
+		// Foreign commits reach a claimed applier within seconds.
+		"--applier-remote-poll=2s", "--apply-window-grace=2s",
+		// A failure in CI shows the converges and barriers.
+		"-v=2"}
 }
 
 func kubeAPIServerArgs(env *Env, p ports, f *configFiles) []string {
 	return []string{
-		"--etcd-servers=" + env.KubeEtcdURL,
+		"--etcd-servers=" + env.KubeEtcdServers,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.kubeAPI),
 		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		"--tls-cert-file=" + f.kubeServing + ".crt", "--tls-private-key-file=" + f.kubeServing + ".key",
@@ -537,6 +580,13 @@ func freePorts() (ports, error) {
 	var p ports
 	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole,
 		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth} {
+		n, err := next()
+		if err != nil {
+			return p, fmt.Errorf("finding a free port: %w", err)
+		}
+		*dst = n
+	}
+	for _, dst := range p.ha.all() {
 		n, err := next()
 		if err != nil {
 			return p, fmt.Errorf("finding a free port: %w", err)
@@ -690,7 +740,13 @@ func kubectlApply(ctx context.Context, kubeconfig, manifests string) error {
 	return nil
 }
 
+// apiServiceManifest is the APIService, trusting caPEM; without it the
+// caBundle is left to the server (--apiservice).
 func apiServiceManifest(p ports, caPEM []byte) string {
+	bundle := ""
+	if caPEM != nil {
+		bundle = "  caBundle: " + base64.StdEncoding.EncodeToString(caPEM) + "\n"
+	}
 	return `apiVersion: apiregistration.k8s.io/v1
 kind: APIService
 metadata:
@@ -703,6 +759,5 @@ spec:
   service:
     namespace: ` + ReverserNamespace + `
     name: reverser-apiserver
-    port: ` + strconv.Itoa(p.reverserAPI) + `
-  caBundle: ` + base64.StdEncoding.EncodeToString(caPEM) + "\n"
+    port: ` + strconv.Itoa(p.reverserAPI) + "\n" + bundle
 }
