@@ -38,8 +38,8 @@ import (
 	"reverser.dev/reverser/pkg/controller/mirror"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
-	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/leaderendpoint"
+	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/pki"
 	"reverser.dev/reverser/pkg/servingcert"
 	"reverser.dev/reverser/pkg/version"
@@ -159,6 +159,8 @@ func (o options) validate() error {
 		}
 		if o.auditAdvertise == "" {
 			errs = append(errs, errors.New("--audit-service needs --audit-advertise-address (the Pod IP: env from status.podIP)"))
+		} else if err := leaderendpoint.CheckAddress(o.auditAdvertise); err != nil {
+			errs = append(errs, fmt.Errorf("--audit-advertise-address: %w", err))
 		}
 		if _, _, err := net.SplitHostPort(o.auditAddr); err != nil {
 			errs = append(errs, fmt.Errorf("--audit-service needs --audit-bind-address with a port: %w", err))

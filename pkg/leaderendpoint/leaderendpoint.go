@@ -19,6 +19,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -26,7 +28,7 @@ import (
 
 // ManagedBy is the EndpointSlice's endpointslice.kubernetes.io/managed-by,
 // which keeps Kubernetes' own EndpointSlice controller away from it.
-const ManagedBy = "reverser.dev/controller"
+const ManagedBy = "controller.reverser.dev"
 
 // Publisher writes the EndpointSlice of Service in Namespace.
 type Publisher struct {
@@ -40,6 +42,22 @@ type Publisher struct {
 	PortName string
 	// Identity is the leader election identity, recorded for humans.
 	Identity string
+}
+
+// CheckAddress says why kube-apiserver would refuse addr in an
+// EndpointSlice: an IP must not be loopback, link-local or unspecified; a
+// host name must have two labels at least.
+func CheckAddress(addr string) error {
+	if ip := net.ParseIP(addr); ip != nil {
+		if ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
+			return fmt.Errorf("%s is not a valid endpoint: not a loopback, link-local or unspecified address (use the Pod IP)", addr)
+		}
+		return nil
+	}
+	if errs := validation.IsFullyQualifiedDomainName(field.NewPath("address"), addr); len(errs) > 0 {
+		return fmt.Errorf("%s is not a valid endpoint: %s", addr, errs.ToAggregate())
+	}
+	return nil
 }
 
 // Name is the EndpointSlice's name: one per Service, whoever leads.

@@ -6,6 +6,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -44,7 +45,7 @@ func TestAHostNameMakesAnFQDNSliceAndReplacesAnIPOne(t *testing.T) {
 	if err := p.Publish(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.Address = "localhost"
+	p.Address = "reverser-controller.localhost"
 	if err := p.Publish(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestAHostNameMakesAnFQDNSliceAndReplacesAnIPOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.AddressType != discoveryv1.AddressTypeFQDN || s.Endpoints[0].Addresses[0] != "localhost" {
+	if s.AddressType != discoveryv1.AddressTypeFQDN || s.Endpoints[0].Addresses[0] != "reverser-controller.localhost" {
 		t.Fatalf("slice: %+v", s)
 	}
 }
@@ -74,5 +75,23 @@ func TestAnUnchangedSliceIsNotWritten(t *testing.T) {
 	}
 	if writes != 1 {
 		t.Fatalf("%d writes for one unchanged slice", writes)
+	}
+}
+
+// kube-apiserver refuses these; the controller refuses them at start, with
+// the fix, rather than failing to publish every resync.
+func TestAddressesKubernetesRefusesAreRefused(t *testing.T) {
+	for _, bad := range []string{"127.0.0.1", "::1", "0.0.0.0", "169.254.1.1", "localhost", "-bad-.example"} {
+		if CheckAddress(bad) == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+	for _, good := range []string{"10.0.0.7", "fd00::7", "reverser-controller.localhost"} {
+		if err := CheckAddress(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	if errs := validation.IsValidLabelValue(ManagedBy); len(errs) > 0 {
+		t.Errorf("managed-by label %q: %v", ManagedBy, errs)
 	}
 }

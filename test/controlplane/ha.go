@@ -12,6 +12,12 @@ import (
 // Service's, as in artifacts/deploy.
 const AuditServerName = "reverser-audit." + ReverserNamespace + ".svc"
 
+// AuditAdvertiseAddress is what the local plane's controllers put in the
+// audit EndpointSlice: kube-apiserver refuses loopback IPs and one-label
+// names there, and a name under .localhost is loopback (RFC 6761), which
+// the audit proxy resolves so.
+const AuditAdvertiseAddress = "reverser-controller.localhost"
+
 // The HA plane's sizes.
 const (
 	haEtcdMembers = 3
@@ -151,7 +157,7 @@ func startHAControllers(ctx context.Context, env *Env, o Options, p ports, step 
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
 				fmt.Sprintf("--audit-bind-address=127.0.0.1:%d", ports[2]),
 				"--audit-ca-secret="+ReverserNamespace+"/"+AuditCASecret,
-				"--audit-service="+ReverserNamespace+"/reverser-audit", "--audit-advertise-address=localhost",
+				"--audit-service="+ReverserNamespace+"/reverser-audit", "--audit-advertise-address="+AuditAdvertiseAddress,
 				"--leader-elect=true", "--leader-election-namespace="+ReverserNamespace)...)
 		if err != nil {
 			return err
