@@ -180,8 +180,8 @@ func must(t *testing.T, err error) {
 // runFault runs a burst, injects f a third of the way in, and measures the
 // outcome once the burst is over: how long until Git equals the cluster, and
 // what the commits since the burst began got wrong.
-func runFault(t *testing.T, f fault) result {
-	m := newMirror(t, f.private)
+func runFault(t *testing.T, env *controlplane.Env, f fault) result {
+	m := newMirror(t, env, f.private)
 	objects, ops := 20, 120
 	if full {
 		objects, ops = 100, 1200

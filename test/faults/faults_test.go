@@ -9,6 +9,7 @@ package faults
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,37 +59,48 @@ var (
 func TestFaults(t *testing.T) {
 	for _, f := range faults() {
 		t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) {
-			r := runFault(t, f)
-			resultsMu.Lock()
-			results = append(results, r)
-			resultsMu.Unlock()
-			if r.lost > 0 {
-				t.Errorf("%d documents differ from the cluster: %s", r.lost, strings.Join(r.lostPaths, ", "))
-			}
-			if r.duplicates > 0 {
-				t.Errorf("%d changes committed twice: %s", r.duplicates, strings.Join(r.duplicateCommits, ", "))
-			}
-			if r.byPeople == 0 {
-				t.Errorf("no commit is authored by alice or bob: the attribution check proves nothing")
-			}
-			if r.misattributed > 0 {
-				t.Errorf("%d changes credited to the wrong person: %s", r.misattributed, strings.Join(r.wrong, "; "))
-			}
+			checkInvariant(t, runFault(t, env, f))
 		})
 	}
 	printTable(t)
 }
 
+// checkInvariant records r for the table and fails t on what the mirror
+// invariant forbids.
+func checkInvariant(t *testing.T, r result) {
+	t.Helper()
+	resultsMu.Lock()
+	results = append(results, r)
+	resultsMu.Unlock()
+	if r.lost > 0 {
+		t.Errorf("%d documents differ from the cluster: %s", r.lost, strings.Join(r.lostPaths, ", "))
+	}
+	if r.duplicates > 0 {
+		t.Errorf("%d changes committed twice: %s", r.duplicates, strings.Join(r.duplicateCommits, ", "))
+	}
+	if r.byPeople == 0 {
+		t.Errorf("no commit is authored by alice or bob: the attribution check proves nothing")
+	}
+	if r.misattributed > 0 {
+		t.Errorf("%d changes credited to the wrong person: %s", r.misattributed, strings.Join(r.wrong, "; "))
+	}
+}
+
 func printTable(t *testing.T) {
+	resultsMu.Lock()
+	rows := slices.Clone(results)
+	resultsMu.Unlock()
+	printRows(t, rows)
+}
+
+func printRows(t *testing.T, rows []result) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FAULT\tCHANGES MADE\tCOMMITS\tBY PEOPLE\tLOST\tDUPLICATED\tMISATTRIBUTED\tFIRST PUSH AFTER FAULT\tGIT = CLUSTER AFTER BURST")
-	resultsMu.Lock()
-	for _, r := range results {
+	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\n", r.fault, r.made, r.commits, r.byPeople, r.lost, r.duplicates,
 			r.misattributed, r.firstPush.Seconds(), r.converged.Seconds())
 	}
-	resultsMu.Unlock()
 	_ = w.Flush()
 	t.Log("\n" + b.String())
 	fmt.Print(b.String())

@@ -35,6 +35,7 @@ import (
 // the folder "mirror" of a fresh repository.
 type mirror struct {
 	t         *testing.T
+	env       *controlplane.Env
 	ns        string
 	url, bare string
 	admin     kubernetes.Interface
@@ -47,12 +48,12 @@ const folder = "mirror"
 // ones, so every document has one human who may be its author.
 var authors = []string{controlplane.UserAlice, controlplane.UserBob}
 
-// newMirror sets a mirror up; private puts the repository behind the Git
+// newMirror sets a mirror up on env; private puts the repository behind the Git
 // server's basic authentication, with credentials in the Secret
 // git-credentials (user m.ns, password "first").
-func newMirror(t *testing.T, private bool) *mirror {
+func newMirror(t *testing.T, env *controlplane.Env, private bool) *mirror {
 	t.Helper()
-	m := &mirror{t: t, admin: client(t, env.KubeconfigAdmin), authors: map[string]kubernetes.Interface{
+	m := &mirror{t: t, env: env, admin: client(t, env.KubeconfigAdmin), authors: map[string]kubernetes.Interface{
 		controlplane.UserAlice: client(t, env.KubeconfigAlice), controlplane.UserBob: client(t, env.KubeconfigBob),
 	}}
 	m.ns = fmt.Sprintf("faults-%d-%d", time.Now().Unix()%100000, rand.IntN(1000))
@@ -127,7 +128,7 @@ spec:
 // path and, when old is set, no longer with old.
 func (m *mirror) setCredential(t *testing.T, user, password, old string) {
 	t.Helper()
-	file := filepath.Join(env.GitRoot, gitserver.CredentialsFile)
+	file := filepath.Join(m.env.GitRoot, gitserver.CredentialsFile)
 	data, err := os.ReadFile(file)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func (m *mirror) kubectl(stdin string, args ...string) {
 }
 
 func (m *mirror) kubectlOut(stdin string, args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", env.KubeconfigAdmin}, args...)...)
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", m.env.KubeconfigAdmin}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
