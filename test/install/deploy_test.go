@@ -1,0 +1,217 @@
+package install
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+const (
+	apiserverSA  = "reverser-apiserver"
+	controllerSA = "reverser-controller"
+)
+
+// TestInstallFromArtifacts applies artifacts/deploy, runs both servers as
+// its ServiceAccounts with its Deployments' flags, and mirrors and saves
+// through them; a tenant with the built-in edit role in one namespace does
+// the work, and cannot reach what the install keeps to itself.
+func TestInstallFromArtifacts(t *testing.T) {
+	apiPort := freePort(t)
+	overlay := testOverlay(t, apiPort)
+	out := kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", overlay)
+	t.Logf("kubectl apply --server-side -k artifacts/deploy:\n%s", out)
+	rendered := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", overlay)
+	// Everything the manifests name exists now.
+	kubectlOK(t, env.KubeconfigAdmin, "", "get", "-k", overlay)
+
+	t.Run("can-i of each ServiceAccount is the committed expectation", func(t *testing.T) {
+		for _, sa := range []string{apiserverSA, controllerSA} {
+			for _, where := range []string{ns, "kube-system", controlplane.DemoNamespace} {
+				checkCanI(t, sa, where)
+			}
+		}
+	})
+
+	dataDir := t.TempDir()
+	start(t, "reverser-apiserver", append(containerArgs(t, rendered, "reverser-apiserver"),
+		// Out of cluster: loopback, and directories of the test's.
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(dataDir, "pki"), "--embedded-etcd-dir="+filepath.Join(dataDir, "etcd"),
+		"--kubeconfig="+serviceAccountKubeconfig(t, apiserverSA),
+		"--authentication-kubeconfig="+serviceAccountKubeconfig(t, apiserverSA),
+		"--authorization-kubeconfig="+serviceAccountKubeconfig(t, apiserverSA),
+		"--authorization-webhook-cache-unauthorized-ttl=1s")...)
+	// The manifest has no caBundle: the server wrote its CA there.
+	require.NoError(t, controlplane.WaitAPIServiceAvailable(t.Context(), env))
+	caBundle := kubectlOK(t, env.KubeconfigAdmin, "", "get", "apiservice", "v1alpha1.reverser.dev", "-o", "jsonpath={.spec.caBundle}")
+	caSecret := kubectlOK(t, env.KubeconfigAdmin, "", "get", "secret", "-n", ns, "reverser-apiserver-ca", "-o", `jsonpath={.data.ca\.crt}`)
+	require.Equal(t, caSecret, caBundle, "the APIService trusts the CA the server keeps in its Secret")
+
+	auditPort := strings.TrimPrefix(strings.Split(strings.TrimPrefix(env.AuditWebhookURL, "https://"), "/")[0], "127.0.0.1:")
+	health := freePort(t)
+	start(t, "reverser-controller", append(containerArgs(t, rendered, "reverser-controller"),
+		"--kubeconfig="+serviceAccountKubeconfig(t, controllerSA), "--data-dir="+filepath.Join(dataDir, "controller"),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		"--audit-bind-address=127.0.0.1:"+auditPort, "--audit-advertise-address="+controlplane.AuditAdvertiseAddress, "--resync=10s")...)
+	// It leads (Lease RBAC) and points the audit Service at itself.
+	eventually(t, time.Minute, "the controller leading and publishing the audit endpoint", func() (bool, error) {
+		out, err := kubectl(env.KubeconfigAdmin, "", "get", "endpointslice", "-n", ns, "reverser-audit-leader",
+			"-o", "jsonpath={.endpoints[0].addresses[0]}:{.ports[0].port}")
+		return out == controlplane.AuditAdvertiseAddress+":"+auditPort, err
+	})
+
+	t.Run("a tenant with edit in its namespace mirrors and saves", func(t *testing.T) { mirrorAndSave(t) })
+	t.Run("a tenant cannot reach what the install keeps to itself", tenantIsKeptOut)
+}
+
+// mirrorAndSave: alice, with only the built-in edit role in namespace demo
+// (Reverser's roles aggregate into it), sets a mirror up, edits, and saves.
+func mirrorAndSave(t *testing.T) {
+	admin := env.KubeconfigAdmin
+	demo := controlplane.DemoNamespace
+	kubectlOK(t, admin, "", "create", "rolebinding", "alice-edit", "-n", demo, "--clusterrole=edit", "--user="+controlplane.UserAlice)
+	repo := "install-" + strconv.FormatInt(time.Now().Unix()%100000, 10)
+	bare, err := gitserver.CreateRepo(env.GitRoot, repo)
+	require.NoError(t, err)
+	kubectlOK(t, admin, `apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: local}
+spec:
+  inCluster: true
+  consumerNamespaces: {from: Names, names: [demo]}
+  audit:
+    enabled: true
+    bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
+`, "apply", "--server-side", "-f", "-")
+	// edit reaches it through aggregation, which kube-controller-manager does.
+	eventually(t, time.Minute, "edit aggregating Reverser's roles", func() (bool, error) {
+		out, err := kubectl(env.KubeconfigAlice, "", "auth", "can-i", "create", "gittargets.reverser.dev", "-n", demo)
+		return strings.TrimSpace(out) == "yes", err
+	})
+	kubectlOK(t, env.KubeconfigAlice, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: repo, namespace: demo}
+spec:
+  url: %s/%s.git
+  allowInsecureHTTP: true
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: site, namespace: demo}
+spec:
+  kubeProviderRef: {name: local}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: clusters/demo
+  commit: {window: {silence: 10m, maxAge: 30m}}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: configmaps, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+`, env.GitBaseURL, repo), "apply", "-f", "-")
+	eventually(t, 2*time.Minute, "the GitTarget Ready", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "gittarget", "-n", demo, "site", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		return out == "True", err
+	})
+	kubectlOK(t, env.KubeconfigAlice, "", "create", "configmap", "-n", demo, "installed", "--from-literal=by=alice")
+	kubectlOK(t, env.KubeconfigAlice, `apiVersion: reverser.dev/v1alpha1
+kind: CommitRequest
+metadata: {name: first-save, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  message: "Installed from artifacts/deploy"
+`, "create", "-f", "-")
+	eventually(t, 2*time.Minute, "the save Committed", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "commitrequest", "-n", demo, "first-save", "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].reason}`)
+		return out == "Committed", err
+	})
+	log := git(t, bare, "log", "-1", "--format=%an|%s", "main", "--", "clusters/demo/demo/configmaps/installed.yaml")
+	assert.Equal(t, "alice|Installed from artifacts/deploy", log, "the change is alice's, with her message, through the installed servers")
+}
+
+// tenantIsKeptOut: a tenant with edit in a namespace cannot read the CA
+// keys, move the audit endpoint, repoint the APIService or lend clusters.
+func tenantIsKeptOut(t *testing.T) {
+	for _, c := range []struct{ verb, resource, namespace string }{
+		{"get", "secret/reverser-apiserver-ca", ns},
+		{"get", "secret/reverser-audit-ca", ns},
+		{"update", "endpointslices.discovery.k8s.io/reverser-audit-leader", ns},
+		{"patch", "apiservices.apiregistration.k8s.io/v1alpha1.reverser.dev", ""},
+		{"create", "kubeproviders.reverser.dev", ""},
+		{"create", "clusterwatchrules.reverser.dev", ""},
+		{"update", "gittargets.reverser.dev", controlplane.DemoNamespace + " --subresource=status"},
+		{"create", "leases.coordination.k8s.io", ns},
+	} {
+		args := []string{"auth", "can-i", c.verb, c.resource}
+		if c.namespace != "" {
+			args = append(args, append([]string{"-n"}, strings.Fields(c.namespace)...)...)
+		}
+		// kubectl answers on the first line; a warning may follow.
+		out, _ := kubectl(env.KubeconfigAlice, "", args...)
+		answer, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+		assert.Equal(t, "no", answer, "alice may %s %s in %q", c.verb, c.resource, c.namespace)
+	}
+}
+
+// checkCanI compares what a ServiceAccount may do in a namespace with
+// testdata/can-i/<sa>.<namespace>.txt, so that a widening shows in review.
+// REVERSER_UPDATE_CAN_I=1 writes the files instead.
+func checkCanI(t *testing.T, sa, namespace string) {
+	t.Helper()
+	out := kubectlOK(t, env.KubeconfigAdmin, "", "auth", "can-i", "--list", "-n", namespace,
+		"--as=system:serviceaccount:"+ns+":"+sa)
+	got := normaliseCanI(out)
+	file := filepath.Join("testdata", "can-i", sa+"."+namespace+".txt")
+	if os.Getenv("REVERSER_UPDATE_CAN_I") == "1" {
+		require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		require.NoError(t, os.WriteFile(file, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "run with REVERSER_UPDATE_CAN_I=1 to write it")
+	assert.Equal(t, string(want), got, "%s's rights in %s changed: review the RBAC, then REVERSER_UPDATE_CAN_I=1", sa, namespace)
+}
+
+var spaces = regexp.MustCompile(`\s{2,}`)
+
+// normaliseCanI keeps can-i's rows, one per line, columns separated by
+// " | ", sorted as kubectl sorts them; column widths do not matter.
+func normaliseCanI(out string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		b.WriteString(spaces.ReplaceAllString(strings.TrimSpace(line), " | "))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// git runs git in dir and returns its trimmed output.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := execOutput("git", append([]string{"-C", dir}, args...)...)
+	require.NoError(t, err, out)
+	return strings.TrimSpace(out)
+}
+
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}

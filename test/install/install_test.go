@@ -1,0 +1,168 @@
+// Package install tests artifacts/deploy against the real control plane
+// (G2): it applies the kustomize base server-side to a kube-apiserver that
+// runs no Reverser, then runs both binaries out of cluster with the
+// Deployments' own flags, as the ServiceAccounts the manifests create
+// (tokens from the TokenRequest API) and so with exactly their RBAC, and
+// runs the mirror and a save through them. The cluster has no kubelet, so
+// the Pods stay Pending; a test overlay points the APIService's Service at
+// the out-of-cluster API server on loopback.
+package install
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/test/controlplane"
+)
+
+var (
+	env  *controlplane.Env
+	root string
+)
+
+func TestMain(m *testing.M) {
+	root, _ = filepath.Abs("../..")
+	controlplane.Main(m, "install", "", nil, func(e *controlplane.Env) { env = e },
+		func(o *controlplane.Options) { o.NoReverser = true })
+}
+
+const ns = controlplane.ReverserNamespace
+
+// kubectl runs the real kubectl with a kubeconfig.
+func kubectl(kubeconfig, stdin string, args ...string) (string, error) {
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func kubectlOK(t *testing.T, kubeconfig, stdin string, args ...string) string {
+	t.Helper()
+	out, err := kubectl(kubeconfig, stdin, args...)
+	require.NoError(t, err)
+	return out
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	require.NoError(t, err, "%s (last error: %v)", what, last)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// testOverlay is artifacts/deploy with the API server's Service turned
+// into an ExternalName to loopback, where the test runs it: a loopback
+// address is not a valid Endpoint.
+func testOverlay(t *testing.T, apiPort int) string {
+	t.Helper()
+	dir := t.TempDir()
+	base, err := filepath.Rel(dir, filepath.Join(root, "artifacts", "deploy"))
+	require.NoError(t, err)
+	port := strconv.Itoa(apiPort)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- `+base+`
+patches:
+- target: {kind: Service, name: reverser-apiserver}
+  patch: |
+    - op: replace
+      path: /spec
+      value: {type: ExternalName, externalName: localhost, ports: [{name: https, port: `+port+`, protocol: TCP}]}
+- target: {kind: APIService, name: v1alpha1.reverser.dev}
+  patch: |
+    - {op: replace, path: /spec/service/port, value: `+port+`}
+`), 0o644))
+	return dir
+}
+
+// containerArgs are the args of a Deployment's first container in the
+// rendered manifests, with $(POD_NAMESPACE) filled in as the kubelet would.
+func containerArgs(t *testing.T, rendered, deployment string) []string {
+	t.Helper()
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil || d.Kind != "Deployment" || d.Name != deployment {
+			continue
+		}
+		var args []string
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			args = append(args, strings.ReplaceAll(a, "$(POD_NAMESPACE)", ns))
+		}
+		return args
+	}
+	t.Fatalf("no Deployment %s in the manifests", deployment)
+	return nil
+}
+
+// serviceAccountKubeconfig writes a kubeconfig with a token of the
+// ServiceAccount, from the TokenRequest API, as a Pod's projected token.
+func serviceAccountKubeconfig(t *testing.T, sa string) string {
+	t.Helper()
+	token := strings.TrimSpace(kubectlOK(t, env.KubeconfigAdmin, "", "create", "token", sa, "-n", ns, "--duration=2h"))
+	ca, err := os.ReadFile(filepath.Join(env.Dir, "pki", "kube-ca.crt"))
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), sa+".kubeconfig")
+	require.NoError(t, pki.WriteKubeconfig(path, env.KubeAPIServerURL, ca, pki.Credentials{Token: token}))
+	return path
+}
+
+// start runs a binary until the test ends; its output goes to a log that
+// is printed when the test fails.
+func start(t *testing.T, name string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(env.LogDir, "install-"+name+".log")
+	log, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd := exec.Command(filepath.Join(root, "_output", "install", "bin", name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		_ = log.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logPath)
+			if len(data) > 8000 {
+				data = data[len(data)-8000:]
+			}
+			t.Logf("%s log:\n%s", name, data)
+		}
+	})
+}
