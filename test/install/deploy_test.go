@@ -29,9 +29,12 @@ const (
 // the work, and cannot reach what the install keeps to itself.
 func TestInstallFromArtifacts(t *testing.T) {
 	apiPort := freePort(t)
-	overlay := testOverlay(t, apiPort)
-	out := kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", overlay)
+	// The base as users apply it, then the overlay that points the
+	// APIService at loopback.
+	out := kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "deploy"))
 	t.Logf("kubectl apply --server-side -k artifacts/deploy:\n%s", out)
+	overlay := testOverlay(t, apiPort)
+	kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", overlay)
 	rendered := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", overlay)
 	// Everything the manifests name exists now.
 	kubectlOK(t, env.KubeconfigAdmin, "", "get", "-k", overlay)
