@@ -35,10 +35,11 @@ func TestInstallFromArtifacts(t *testing.T) {
 	t.Logf("kubectl apply --server-side -k artifacts/deploy:\n%s", out)
 	overlay := testOverlay(t, apiPort)
 	kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", overlay)
-	rendered := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", overlay)
+	manifests := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", overlay)
 	// Everything the manifests name exists now.
 	kubectlOK(t, env.KubeconfigAdmin, "", "get", "-k", overlay)
 
+	t.Run("the overlays validate against the API server", overlaysValidate)
 	t.Run("can-i of each ServiceAccount is the committed expectation", func(t *testing.T) {
 		for _, sa := range []string{apiserverSA, controllerSA} {
 			for _, where := range []string{ns, "kube-system", controlplane.DemoNamespace} {
@@ -48,7 +49,7 @@ func TestInstallFromArtifacts(t *testing.T) {
 	})
 
 	dataDir := t.TempDir()
-	start(t, "reverser-apiserver", append(containerArgs(t, rendered, "reverser-apiserver"),
+	start(t, "reverser-apiserver", append(deployment(t, manifests, "reverser-apiserver").args,
 		// Out of cluster: loopback, and directories of the test's.
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
 		"--cert-dir="+filepath.Join(dataDir, "pki"), "--embedded-etcd-dir="+filepath.Join(dataDir, "etcd"),
@@ -64,7 +65,7 @@ func TestInstallFromArtifacts(t *testing.T) {
 
 	auditPort := strings.TrimPrefix(strings.Split(strings.TrimPrefix(env.AuditWebhookURL, "https://"), "/")[0], "127.0.0.1:")
 	health := freePort(t)
-	start(t, "reverser-controller", append(containerArgs(t, rendered, "reverser-controller"),
+	start(t, "reverser-controller", append(deployment(t, manifests, "reverser-controller").args,
 		"--kubeconfig="+serviceAccountKubeconfig(t, controllerSA), "--data-dir="+filepath.Join(dataDir, "controller"),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 		"--audit-bind-address=127.0.0.1:"+auditPort, "--audit-advertise-address="+controlplane.AuditAdvertiseAddress, "--resync=10s")...)
@@ -217,4 +218,25 @@ func git(t *testing.T, dir string, args ...string) string {
 func execOutput(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// overlaysValidate: external-etcd and ha pass the real API server's
+// validation (a server-side dry run), ha runs 3 API servers and 2
+// controllers with budgets that keep 2 and 1; cert-manager, whose kinds
+// this cluster lacks, renders with the CA injection asked for.
+func overlaysValidate(t *testing.T) {
+	overlays := filepath.Join(root, "artifacts", "deploy", "overlays")
+	for _, o := range []string{"external-etcd", "ha"} {
+		kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "--dry-run=server", "-k", filepath.Join(overlays, o))
+	}
+	ha := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", filepath.Join(overlays, "ha"))
+	assert.Equal(t, int32(3), deployment(t, ha, "reverser-apiserver").replicas)
+	assert.Equal(t, int32(2), deployment(t, ha, "reverser-controller").replicas)
+	assert.Contains(t, deployment(t, ha, "reverser-apiserver").args, "--etcd-servers=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379,https://etcd-2.etcd:2379")
+	assert.Contains(t, ha, "minAvailable: 2")
+	assert.NotContains(t, ha, "kind: PersistentVolumeClaim", "no embedded etcd volume on an external etcd")
+	cm := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", filepath.Join(overlays, "cert-manager"))
+	assert.Contains(t, cm, "cert-manager.io/inject-ca-from: reverser-system/reverser-apiserver")
+	assert.NotContains(t, deployment(t, cm, "reverser-apiserver").args, "--serving-ca-secret=reverser-system/reverser-apiserver-ca",
+		"with cert-manager the server does not make its own certificate")
 }

@@ -107,23 +107,32 @@ patches:
 	return dir
 }
 
-// containerArgs are the args of a Deployment's first container in the
-// rendered manifests, with $(POD_NAMESPACE) filled in as the kubelet would.
-func containerArgs(t *testing.T, rendered, deployment string) []string {
+// rendered is a Deployment of rendered manifests: its replicas and its
+// first container's args, with $(POD_NAMESPACE) filled in as the kubelet
+// would.
+type rendered struct {
+	replicas int32
+	args     []string
+}
+
+func deployment(t *testing.T, manifests, name string) rendered {
 	t.Helper()
-	for _, doc := range strings.Split(rendered, "\n---\n") {
+	for _, doc := range strings.Split(manifests, "\n---\n") {
 		var d appsv1.Deployment
-		if err := yaml.Unmarshal([]byte(doc), &d); err != nil || d.Kind != "Deployment" || d.Name != deployment {
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil || d.Kind != "Deployment" || d.Name != name {
 			continue
 		}
-		var args []string
-		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
-			args = append(args, strings.ReplaceAll(a, "$(POD_NAMESPACE)", ns))
+		r := rendered{replicas: 1}
+		if d.Spec.Replicas != nil {
+			r.replicas = *d.Spec.Replicas
 		}
-		return args
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			r.args = append(r.args, strings.ReplaceAll(a, "$(POD_NAMESPACE)", ns))
+		}
+		return r
 	}
-	t.Fatalf("no Deployment %s in the manifests", deployment)
-	return nil
+	t.Fatalf("no Deployment %s in the manifests", name)
+	return rendered{}
 }
 
 // serviceAccountKubeconfig writes a kubeconfig with a token of the
