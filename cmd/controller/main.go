@@ -271,6 +271,7 @@ func run(ctx context.Context, o options) error {
 	endpoint := leaderEndpoint(o, kube, id)
 	runController := func(ctx context.Context) {
 		close(leading)
+		metrics.Leader.Set(1)
 		klog.InfoS("Leading", "identity", id)
 		if endpoint != nil {
 			go endpoint.Keep(ctx, o.resync)

@@ -26,6 +26,11 @@ var (
 		Name: "reverser_worker_queue_depth",
 		Help: "Changes queued for branch workers and not yet handled.",
 	})
+	// Leader is 1 on the replica that leads and mirrors, 0 on a standby.
+	Leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "reverser_leader",
+		Help: "1 while this controller replica holds the leader election Lease and mirrors; 0 while it stands by.",
+	})
 	// Windows counts closed commit windows by why they closed.
 	Windows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_windows_closed_total",
@@ -147,6 +152,6 @@ func init() {
 	Registry.MustRegister(Converges, ApplyWindowBarriers, ApplyWindowEchoes, ApplyWindowCollisions)
 	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
-	Registry.MustRegister(WatchEvents, WatchErrors, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
+	Registry.MustRegister(Leader, WatchEvents, WatchErrors, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
