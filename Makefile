@@ -11,7 +11,7 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
-.PHONY: all build tools test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
+.PHONY: all build tools images test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
 
 all: build
 
@@ -35,6 +35,11 @@ bin/reverser-controlplane: FORCE
 	$(GO) build -o $@ ./hack/controlplane
 
 FORCE:
+
+## images: multi-arch OCI image tarballs of both servers (_output/images) and
+## the plugin's release archives (_output/release), without Docker.
+images:
+	$(GO) run ./hack/images --version '$(VERSION)' --commit '$(COMMIT)'
 
 ## control-plane: etcd, kube-apiserver, kube-controller-manager, cached by version.
 control-plane:
