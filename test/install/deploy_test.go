@@ -31,8 +31,12 @@ func TestInstallFromArtifacts(t *testing.T) {
 	apiPort := freePort(t)
 	// The base as users apply it, then the overlay that points the
 	// APIService at loopback.
-	out := kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "deploy"))
+	apply := exec.Command("kubectl", "--kubeconfig", env.KubeconfigAdmin, "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "deploy"))
+	out, err := apply.CombinedOutput()
+	require.NoError(t, err, "%s", out)
 	t.Logf("kubectl apply --server-side -k artifacts/deploy:\n%s", out)
+	// The namespace warns of what Pod Security "restricted" would refuse.
+	require.NotContains(t, string(out), "Warning", "the Deployments' Pods would not run under Pod Security restricted")
 	overlay := testOverlay(t, apiPort)
 	kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", overlay)
 	manifests := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", overlay)
