@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -360,11 +359,11 @@ func serveAudit(ctx context.Context, o options, kube kubernetes.Interface, h htt
 	if err != nil {
 		return err
 	}
-	certs := &reloadingCert{certFile: certFile, keyFile: keyFile}
-	if _, err := certs.get(nil); err != nil {
+	certs := &servingcert.Files{Cert: certFile, Key: keyFile}
+	if _, err := certs.GetCertificate(nil); err != nil {
 		return fmt.Errorf("loading the audit ingress certificate: %w", err)
 	}
-	tlsCfg := &tls.Config{GetCertificate: certs.get, MinVersion: tls.VersionTLS12}
+	tlsCfg := &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}
 	if o.auditClientCA != "" {
 		pem, err := os.ReadFile(o.auditClientCA)
 		if err != nil {
@@ -432,39 +431,4 @@ func auditCertificate(ctx context.Context, o options, kube kubernetes.Interface)
 	}
 	klog.InfoS("Audit ingress uses a self-signed certificate", "ca", filepath.Join(dir, "ca.crt"))
 	return filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key"), nil
-}
-
-// reloadingCert serves the key pair in two files, read again when the
-// certificate file changes, so a renewed leaf is used without a restart.
-type reloadingCert struct {
-	certFile, keyFile string
-
-	mu      sync.Mutex
-	modTime time.Time
-	cert    *tls.Certificate
-}
-
-func (r *reloadingCert) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fi, err := os.Stat(r.certFile)
-	if err != nil {
-		if r.cert != nil {
-			return r.cert, nil
-		}
-		return nil, err
-	}
-	if r.cert != nil && fi.ModTime().Equal(r.modTime) {
-		return r.cert, nil
-	}
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
-	if err != nil {
-		if r.cert != nil {
-			// Caught between the key's write and the certificate's.
-			return r.cert, nil
-		}
-		return nil, err
-	}
-	r.cert, r.modTime = &c, fi.ModTime()
-	return r.cert, nil
 }

@@ -15,13 +15,14 @@
 // The RBAC this needs: get and create on Secrets in the namespace (get only
 // on the CA's name), get and patch on the one APIService.
 //
-// Nothing here holds a lock; Keep blocks until its context ends and is meant
-// for its own goroutine.
+// Only Files holds a lock (its loaded pair); Keep blocks until its context
+// ends and is meant for its own goroutine.
 package servingcert
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -30,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,6 +156,43 @@ func (l *Leaf) current(certPEM []byte, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// Files serves the key pair in two files to a TLS listener, read again when
+// the certificate file changes, so a renewed leaf is used without a
+// restart. Its mutex guards the loaded pair; a handshake may wait on it for
+// one file read.
+type Files struct {
+	Cert, Key string
+
+	mu      sync.Mutex
+	modTime time.Time
+	pair    *tls.Certificate
+}
+
+// GetCertificate is for tls.Config.GetCertificate.
+func (f *Files) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := os.Stat(f.Cert)
+	if err != nil {
+		if f.pair != nil {
+			return f.pair, nil
+		}
+		return nil, err
+	}
+	if f.pair != nil && fi.ModTime().Equal(f.modTime) {
+		return f.pair, nil
+	}
+	c, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		if f.pair != nil {
+			return f.pair, nil // keep serving the last good pair
+		}
+		return nil, err
+	}
+	f.pair, f.modTime = &c, fi.ModTime()
+	return f.pair, nil
 }
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}

@@ -188,3 +188,37 @@ func TestTheBundleIsWrittenOnlyWhenItDiffers(t *testing.T) {
 		t.Fatalf("an overwritten caBundle was not healed: wrote=%v err=%v", wrote, err)
 	}
 }
+
+func TestARenewedLeafIsServedWithoutARestart(t *testing.T) {
+	l := &Leaf{CA: newCA(t), Dir: t.TempDir(), Name: "serving", DNSNames: []string{"audit.ns.svc"}, Renew: time.Hour}
+	if _, err := l.Ensure(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cert, key := l.Files()
+	f := &Files{Cert: cert, Key: key}
+	first, err := f.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewal writes new files; make the change visible to a coarse clock.
+	if _, err := l.Ensure(readLeaf(t, l).NotAfter); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(cert, later, later); err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(first.Certificate[0]) == string(second.Certificate[0]) {
+		t.Fatal("the listener kept the old leaf after renewal")
+	}
+	if err := os.Remove(cert); err != nil {
+		t.Fatal(err)
+	}
+	if third, err := f.GetCertificate(nil); err != nil || third != second {
+		t.Fatalf("a missing file broke the listener: %v", err)
+	}
+}
