@@ -144,7 +144,7 @@ func TestGeneratorEntriesAreFoundByNameAndNamespace(t *testing.T) {
 // Helm charts and generator plugins would run programs: refused.
 func TestWhatWouldRunAProgramIsRefused(t *testing.T) {
 	for name, k := range map[string]string{
-		"helm": "helmCharts:\n- name: web\n  repo: https://charts.example.com\n  version: 1.0.0\n",
+		"helm":        "helmCharts:\n- name: web\n  repo: https://charts.example.com\n  version: 1.0.0\n",
 		"exec plugin": "generators:\n- gen.yaml\n",
 	} {
 		files := Files{"k/kustomization.yaml": []byte(k), "k/gen.yaml": []byte(
