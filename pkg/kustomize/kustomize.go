@@ -189,6 +189,12 @@ func Render(files Files, dir string) ([]Object, error) {
 		if err := r.PipeE(kyaml.ClearAnnotation(originAnnotation)); err != nil {
 			return nil, err
 		}
+		if len(r.GetAnnotations()) == 0 {
+			// Removing kustomize's annotations must not leave "annotations: {}".
+			if err := r.PipeE(kyaml.Lookup("metadata"), kyaml.Clear("annotations")); err != nil {
+				return nil, err
+			}
+		}
 		y, err := r.AsYAML()
 		if err != nil {
 			return nil, err

@@ -1,0 +1,402 @@
+package kustomize
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/kustomize/api/types"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// Change is one live change of one object, as the mirror sees it.
+type Change struct {
+	ID ID
+	// Old is the object before the change, New after it (sanitized YAML, as
+	// the mirror writes documents). Old is nil when the object is new or
+	// its previous state is not known (after a restart): the source's own
+	// state stands in for it. New is nil for a deletion.
+	Old, New []byte
+	// NewPath is where a document for an object the folder does not hold
+	// yet goes, relative to the repository.
+	NewPath string
+}
+
+// Edit is the new content of one file; a nil Content deletes the file.
+type Edit struct {
+	File    string
+	Content []byte
+}
+
+// Refusal says why a change cannot be written into the repository as it
+// is; nothing is written for that object.
+type Refusal struct {
+	ID     ID
+	Reason string
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%s cannot be written: %s", r.ID, r.Reason) }
+
+func refuse(id ID, format string, args ...any) error {
+	return &Refusal{ID: id, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Plan says which files change so that the folder dir shows ch: in place
+// in the document or generator entry the object comes from, a new document
+// for a new object (added to resources: of dir's kustomization), a removed
+// document (and entry) for a deleted one. In a folder kustomize builds,
+// every plan is checked by rendering before and after: only the changed
+// object may change, and exactly by the live change.
+func Plan(files Files, dir string, ch Change) ([]Edit, error) {
+	dir = clean(dir)
+	if !HasKustomization(files, dir) {
+		return planPlain(files, dir, ch)
+	}
+	before, err := Render(files, dir)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(before, func(o Object) bool { return sameObject(o.ID, ch.ID) })
+	var edits []Edit
+	switch {
+	case i < 0 && ch.New == nil:
+		return nil, nil // gone already
+	case i < 0:
+		edits, err = planNew(files, dir, ch)
+	case before[i].Source.Kind == FromGenerator:
+		edits, err = planGenerated(files, before[i], ch)
+	default:
+		edits, err = planDocument(files, dir, before[i], ch)
+	}
+	if err != nil || len(edits) == 0 {
+		return edits, err
+	}
+	return edits, verify(files, dir, before, i, ch, edits)
+}
+
+// sameObject matches a live object to a rendered one: a generated name's
+// content hash may differ, since the live object was made from an older
+// input.
+func sameObject(rendered, live ID) bool {
+	if rendered == live {
+		return true
+	}
+	r, l := rendered, live
+	r.Name, l.Name = trimHash(r.Name), trimHash(l.Name)
+	return r == l && rendered.Name != trimHash(rendered.Name)
+}
+
+func trimHash(name string) string {
+	if i := strings.LastIndex(name, "-"); i > 0 && len(name)-i-1 == hashLen {
+		return name[:i]
+	}
+	return name
+}
+
+// planPlain writes a folder without kustomization: the object's document
+// where it is, or a new file at NewPath.
+func planPlain(files Files, dir string, ch Change) ([]Edit, error) {
+	docs, err := Documents(files, dir)
+	if err != nil {
+		return nil, err
+	}
+	loc, ok := docs[ch.ID]
+	if !ok {
+		if ch.New == nil {
+			return nil, nil
+		}
+		return []Edit{{File: ch.NewPath, Content: ch.New}}, nil
+	}
+	return spliceDocument(files, loc, ch)
+}
+
+// planDocument writes a document kustomize reads from resources. A
+// document outside dir belongs to a base other folders may build too: it is
+// read-only.
+func planDocument(files Files, dir string, o Object, ch Change) ([]Edit, error) {
+	if !under(o.Source.File, dir) {
+		return nil, refuse(ch.ID, "it comes from %s, a base outside %s that other folders may build too", o.Source.File, dir)
+	}
+	docs, err := Documents(Files{o.Source.File: files[o.Source.File]}, ".")
+	if err != nil {
+		return nil, err
+	}
+	// The document names the object before transformers (namespace,
+	// prefixes) renamed it: find it among the file's documents.
+	var loc *Location
+	for id, l := range docs {
+		if id.Kind == ch.ID.Kind && id.Group == ch.ID.Group && strings.Contains(ch.ID.Name, id.Name) {
+			if loc != nil {
+				return nil, refuse(ch.ID, "%s holds more than one document it could come from", o.Source.File)
+			}
+			loc = &l
+		}
+	}
+	if loc == nil {
+		return nil, refuse(ch.ID, "its document in %s was not found", o.Source.File)
+	}
+	if ch.New == nil {
+		edits, err := spliceDocument(files, *loc, ch)
+		if err != nil {
+			return nil, err
+		}
+		if len(edits) == 1 && edits[0].Content == nil {
+			return dropResourceEntry(files, edits, o.Source.File)
+		}
+		return edits, nil
+	}
+	if ch.Old == nil {
+		ch.Old = o.YAML
+	}
+	return spliceDocument(files, *loc, ch)
+}
+
+// spliceDocument rewrites or removes the loc.Index-th document of its
+// file, leaving the others byte for byte.
+func spliceDocument(files Files, loc Location, ch Change) ([]Edit, error) {
+	segs := splitDocuments(files[loc.File])
+	if loc.Index >= len(segs) {
+		return nil, fmt.Errorf("%s has no document %d", loc.File, loc.Index)
+	}
+	if ch.New == nil {
+		segs = slices.Delete(segs, loc.Index, loc.Index+1)
+		if len(segs) == 0 {
+			return []Edit{{File: loc.File}}, nil
+		}
+		return []Edit{{File: loc.File, Content: joinDocuments(segs)}}, nil
+	}
+	src, err := kyaml.Parse(segs[loc.Index])
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", loc.File, err)
+	}
+	old := ch.Old
+	if old == nil {
+		old = []byte(segs[loc.Index])
+	}
+	var before, after any
+	if err := kyaml.Unmarshal(old, &before); err != nil {
+		return nil, err
+	}
+	if err := kyaml.Unmarshal(ch.New, &after); err != nil {
+		return nil, err
+	}
+	if err := carry(src, before, after); err != nil {
+		return nil, refuse(ch.ID, "%v", err)
+	}
+	segs[loc.Index] = src.MustString()
+	content := joinDocuments(segs)
+	if bytes.Equal(content, files[loc.File]) {
+		return nil, nil
+	}
+	return []Edit{{File: loc.File, Content: content}}, nil
+}
+
+// splitDocuments splits a file at its "---" lines; each part keeps its
+// comments.
+func splitDocuments(data []byte) []string {
+	var segs []string
+	var cur strings.Builder
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		if strings.TrimRight(line, " \t\r\n") == "---" {
+			segs = append(segs, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	segs = append(segs, cur.String())
+	// A leading "---" makes an empty first part.
+	return slices.DeleteFunc(segs, func(s string) bool { return strings.TrimSpace(s) == "" })
+}
+
+func joinDocuments(segs []string) []byte {
+	var b strings.Builder
+	for i, s := range segs {
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.WriteString(s)
+		if !strings.HasSuffix(s, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return []byte(b.String())
+}
+
+// planNew writes a new object as its own file, listed in resources: of
+// dir's kustomization.
+func planNew(files Files, dir string, ch Change) ([]Edit, error) {
+	if !under(ch.NewPath, dir) {
+		return nil, refuse(ch.ID, "its new file %s is outside %s", ch.NewPath, dir)
+	}
+	kfile := KustomizationFile(files, dir)
+	rel := strings.TrimPrefix(ch.NewPath, strings.TrimSuffix(dir, "/")+"/")
+	if dir == "." {
+		rel = ch.NewPath
+	}
+	k, err := kyaml.Parse(string(files[kfile]))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kfile, err)
+	}
+	list, err := k.Pipe(kyaml.LookupCreate(kyaml.SequenceNode, "resources"))
+	if err != nil {
+		return nil, err
+	}
+	if err := list.PipeE(kyaml.Append(kyaml.NewScalarRNode(rel).YNode())); err != nil {
+		return nil, err
+	}
+	return []Edit{{File: ch.NewPath, Content: ch.New}, {File: kfile, Content: []byte(k.MustString())}}, nil
+}
+
+// dropResourceEntry removes a deleted file from resources: of the
+// kustomization that lists it.
+func dropResourceEntry(files Files, edits []Edit, file string) ([]Edit, error) {
+	for _, kfile := range sortedPaths(files) {
+		if !IsKustomization(kfile) {
+			continue
+		}
+		k, err := kyaml.Parse(string(files[kfile]))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", kfile, err)
+		}
+		list := k.Field("resources")
+		if list == nil {
+			continue
+		}
+		kept := list.Value.Content()[:0]
+		dropped := false
+		for _, n := range list.Value.Content() {
+			if join(path.Dir(kfile), n.Value) == file {
+				dropped = true
+				continue
+			}
+			kept = append(kept, n)
+		}
+		if dropped {
+			list.Value.YNode().Content = kept
+			edits = append(edits, Edit{File: kfile, Content: []byte(k.MustString())})
+		}
+	}
+	return edits, nil
+}
+
+// verify renders with the edits and checks that the render changed exactly
+// by the live change: object i as ch.New says (a generated object under a
+// new content hash), every other object as before.
+func verify(files Files, dir string, before []Object, i int, ch Change, edits []Edit) error {
+	next := Files{}
+	for p, c := range files {
+		next[p] = c
+	}
+	for _, e := range edits {
+		if e.Content == nil {
+			delete(next, e.File)
+		} else {
+			next[e.File] = e.Content
+		}
+	}
+	after, err := Render(next, dir)
+	if err != nil {
+		return refuse(ch.ID, "the folder no longer builds with the change: %v", err)
+	}
+	var changed *Object
+	for j := range after {
+		o := after[j]
+		k := slices.IndexFunc(before, func(b Object) bool { return b.ID == o.ID })
+		switch {
+		case i >= 0 && sameObject(o.ID, before[i].ID) || i < 0 && sameObject(o.ID, ch.ID):
+			changed = &after[j]
+		case k < 0:
+			return refuse(ch.ID, "writing it would also render %s", o.ID)
+		case !bytes.Equal(before[k].YAML, o.YAML):
+			return refuse(ch.ID, "writing it would also change %s", o.ID)
+		}
+	}
+	if ch.New == nil {
+		if changed != nil {
+			return refuse(ch.ID, "it is still rendered after its source was removed")
+		}
+		return nil
+	}
+	if changed == nil {
+		return refuse(ch.ID, "it is no longer rendered")
+	}
+	var want, got map[string]any
+	if err := kyaml.Unmarshal(ch.New, &want); err != nil {
+		return err
+	}
+	if err := kyaml.Unmarshal(changed.YAML, &got); err != nil {
+		return err
+	}
+	if changed.Source.Kind == FromGenerator {
+		// The content hash is kustomize's to choose.
+		unname(want)
+		unname(got)
+	}
+	if !reflect.DeepEqual(want, got) {
+		return refuse(ch.ID, "the render would not equal the live object (a transformer sets what changed)")
+	}
+	return nil
+}
+
+func unname(obj map[string]any) {
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		if n, ok := md["name"].(string); ok {
+			md["name"] = trimHash(n)
+		}
+	}
+}
+
+// planGenerated writes a live change of a generated ConfigMap into its
+// generator entry's inputs: literals, env files and files, by key.
+func planGenerated(files Files, o Object, ch Change) ([]Edit, error) {
+	if o.Source.GeneratorKind != "ConfigMapGenerator" {
+		return nil, refuse(ch.ID, "objects of a %s are not written back", o.Source.GeneratorKind)
+	}
+	kfile := o.Source.File
+	var k types.Kustomization
+	if err := kyaml.Unmarshal(files[kfile], &k); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kfile, err)
+	}
+	gi := slices.IndexFunc(k.ConfigMapGenerator, func(g types.ConfigMapArgs) bool {
+		ns := g.Namespace
+		if ns == "" {
+			ns = k.Namespace
+		}
+		return g.Name == o.Source.Generator && ns == o.Source.GeneratorNamespace
+	})
+	if gi < 0 {
+		return nil, refuse(ch.ID, "its generator entry %s is not in %s", o.Source.Generator, kfile)
+	}
+	if ch.New == nil {
+		return removeGenerator(files, kfile, o.Source, ch)
+	}
+	oldData, err := dataOf(o.YAML)
+	if ch.Old != nil {
+		oldData, err = dataOf(ch.Old)
+	}
+	if err != nil {
+		return nil, err
+	}
+	newData, err := dataOf(ch.New)
+	if err != nil {
+		return nil, err
+	}
+	return writeGeneratorData(files, kfile, k.ConfigMapGenerator[gi].GeneratorArgs, o.Source, oldData, newData, ch.ID)
+}
+
+func dataOf(doc []byte) (map[string]string, error) {
+	var obj struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := kyaml.Unmarshal(doc, &obj); err != nil {
+		return nil, err
+	}
+	if obj.Data == nil {
+		obj.Data = map[string]string{}
+	}
+	return obj.Data, nil
+}

@@ -1,0 +1,255 @@
+package kustomize
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// rendered is the object with id as dir renders it, and edit applied to
+// its decoded form: the live object after someone's change.
+func rendered(t *testing.T, files Files, dir string, id ID, edit func(obj map[string]any)) (old, live []byte, realID ID) {
+	t.Helper()
+	objs, err := Render(files, dir)
+	require.NoError(t, err)
+	for _, o := range objs {
+		if sameObject(o.ID, id) || o.ID == id {
+			var obj map[string]any
+			require.NoError(t, kyaml.Unmarshal(o.YAML, &obj))
+			edit(obj)
+			out, err := kyaml.Marshal(obj)
+			require.NoError(t, err)
+			return o.YAML, out, o.ID
+		}
+	}
+	t.Fatalf("%s does not render %s", dir, id)
+	return nil, nil, ID{}
+}
+
+func data(obj map[string]any) map[string]any { return obj["data"].(map[string]any) }
+
+// planned is the result of a plan: file to content, "" for a deleted file.
+func planned(t *testing.T, files Files, dir string, ch Change) map[string]string {
+	t.Helper()
+	edits, err := Plan(files, dir, ch)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range edits {
+		out[e.File] = string(e.Content)
+	}
+	return out
+}
+
+var (
+	webSettings = ID{Kind: "ConfigMap", Namespace: "shop", Name: "web-settings"}
+	shopWeb     = ID{Group: "apps", Kind: "Deployment", Namespace: "shop", Name: "web"}
+)
+
+func TestAPlainDocumentIsEditedWhereItIsWithItsCommentsAndNeighbours(t *testing.T) {
+	got := planned(t, repo(t, "plain"), ".", Change{ID: webSettings,
+		New: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-settings\n  namespace: shop\ndata:\n  color: red\n")})
+	assert.Equal(t, map[string]string{"apps/web.yaml": `# The web tier: its settings and its Service.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-settings # read by the web Pods
+  namespace: shop
+data:
+  color: red
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+spec:
+  ports:
+  - port: 80
+`}, got)
+}
+
+func TestAPlainDeletionRemovesItsDocumentOnly(t *testing.T) {
+	got := planned(t, repo(t, "plain"), ".", Change{ID: ID{Kind: "Service", Namespace: "shop", Name: "web"}})
+	assert.Equal(t, map[string]string{"apps/web.yaml": `# The web tier: its settings and its Service.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-settings   # read by the web Pods
+  namespace: shop
+data:
+  color: blue
+`}, got)
+	got = planned(t, repo(t, "plain"), ".", Change{ID: shopWeb})
+	assert.Equal(t, map[string]string{"apps/deploy.yml": ""}, got, "the file of its only document goes")
+}
+
+func TestANewPlainObjectGoesToItsLayoutPath(t *testing.T) {
+	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: new, namespace: shop}\n"
+	got := planned(t, repo(t, "plain"), ".", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "new"}, New: []byte(doc),
+		NewPath: "shop/configmaps/new.yaml"})
+	assert.Equal(t, map[string]string{"shop/configmaps/new.yaml": doc}, got)
+}
+
+func TestAKustomizedDocumentGetsTheLiveChangeNotTheTransformersOutput(t *testing.T) {
+	files := repo(t, "resources")
+	old, live, _ := rendered(t, files, "site", shopWeb, func(o map[string]any) { o["spec"].(map[string]any)["replicas"] = 4 })
+	got := planned(t, files, "site", Change{ID: shopWeb, Old: old, New: live})
+	// No namespace: kustomization.yaml's namespace: sets it.
+	assert.Equal(t, map[string]string{"site/deploy/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 4
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: shop/web:v1
+`}, got)
+}
+
+func TestANewObjectIsAFileListedInResources(t *testing.T) {
+	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: shop\ndata:\n  a: b\n"
+	got := planned(t, repo(t, "resources"), "site", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "extra"}, New: []byte(doc),
+		NewPath: "site/shop/configmaps/extra.yaml"})
+	assert.Equal(t, map[string]string{
+		"site/shop/configmaps/extra.yaml": doc,
+		"site/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: shop
+resources:
+- settings.yaml # kept first: the others read it
+- deploy
+- shop/configmaps/extra.yaml
+`}, got)
+}
+
+func TestADeletedObjectTakesItsFileAndEntry(t *testing.T) {
+	got := planned(t, repo(t, "resources"), "site", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}})
+	assert.Equal(t, map[string]string{
+		"site/settings.yaml": "",
+		"site/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: shop
+resources:
+- deploy
+`}, got)
+}
+
+func TestABaseUnderOverlaysIsReadOnly(t *testing.T) {
+	files := repo(t, "overlays")
+	id := ID{Group: "apps", Kind: "Deployment", Namespace: "staging", Name: "web"}
+	old, live, _ := rendered(t, files, "overlays/staging", id, func(o map[string]any) { o["spec"].(map[string]any)["replicas"] = 5 })
+	_, err := Plan(files, "overlays/staging", Change{ID: id, Old: old, New: live})
+	var r *Refusal
+	require.True(t, errors.As(err, &r), "%v", err)
+	assert.Equal(t, id, r.ID)
+	assert.Contains(t, r.Reason, "base/deployment.yaml")
+}
+
+func TestAGeneratedConfigMapIsWrittenIntoItsInputs(t *testing.T) {
+	files := repo(t, "generator")
+	settings := ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings-0000000000"}
+	old, live, id := rendered(t, files, "app", settings, func(o map[string]any) {
+		d := data(o)
+		d["color"] = "red"   // a literal changed
+		delete(d, "size")    // a literal removed
+		d["shape"] = "round" // a key added
+	})
+	got := planned(t, files, "app", Change{ID: id, Old: old, New: live})
+	assert.Equal(t, map[string]string{"app/kustomization.yaml": `namespace: shop
+configMapGenerator:
+- name: settings
+  literals:
+  - color=red
+  - shape=round
+- name: properties
+  files:
+  - app.properties
+- name: environment
+  envs:
+  - vars.env
+secretGenerator:
+- name: token
+  literals:
+  - token=not-a-secret
+resources:
+- deployment.yaml
+`}, got)
+
+	old, live, id = rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: "environment-0000000000"}, func(o map[string]any) {
+		data(o)["MODE"] = "slow"
+	})
+	got = planned(t, files, "app", Change{ID: id, Old: old, New: live})
+	assert.Equal(t, map[string]string{"app/vars.env": "MODE=slow\nLEVEL=2\n"}, got, "the env file's line, where it stands")
+
+	old, live, id = rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: "properties-0000000000"}, func(o map[string]any) {
+		data(o)["app.properties"] = "greeting=hi\nlimit=10\n"
+	})
+	got = planned(t, files, "app", Change{ID: id, Old: old, New: live})
+	assert.Equal(t, map[string]string{"app/app.properties": "greeting=hi\nlimit=10\n"}, got, "the file's content")
+}
+
+func TestADeletedGeneratedConfigMapTakesItsEntryAndKeepsItsInputs(t *testing.T) {
+	files := repo(t, "generator")
+	_, _, id := rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: "environment-0000000000"}, func(map[string]any) {})
+	got := planned(t, files, "app", Change{ID: id})
+	assert.Equal(t, map[string]string{"app/kustomization.yaml": `namespace: shop
+configMapGenerator:
+- name: settings
+  literals:
+  - color=blue
+  - size=large
+- name: properties
+  files:
+  - app.properties
+secretGenerator:
+- name: token
+  literals:
+  - token=not-a-secret
+resources:
+- deployment.yaml
+`}, got, "vars.env stays")
+}
+
+func TestAnUnchangedObjectPlansNoWrite(t *testing.T) {
+	files := repo(t, "generator")
+	old, live, id := rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings-0000000000"}, func(map[string]any) {})
+	edits, err := Plan(files, "app", Change{ID: id, Old: old, New: live})
+	require.NoError(t, err)
+	assert.Empty(t, edits, "a live object the generator already renders")
+}
+
+// Two generated ConfigMaps of one kustomization deleted in one commit: the
+// second plan reads the first's result.
+func TestTwoGeneratedConfigMapsDeletedTogether(t *testing.T) {
+	files := repo(t, "generator")
+	for _, name := range []string{"settings", "environment"} {
+		_, _, id := rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: name + "-0000000000"}, func(map[string]any) {})
+		edits, err := Plan(files, "app", Change{ID: id})
+		require.NoError(t, err, name)
+		for _, e := range edits {
+			files[e.File] = e.Content
+		}
+	}
+	assert.Equal(t, `namespace: shop
+configMapGenerator:
+- name: properties
+  files:
+  - app.properties
+secretGenerator:
+- name: token
+  literals:
+  - token=not-a-secret
+resources:
+- deployment.yaml
+`, string(files["app/kustomization.yaml"]))
+}
