@@ -28,7 +28,11 @@ func writeGeneratorData(files Files, kfile string, args types.GeneratorArgs, src
 	dir := path.Dir(kfile)
 	for _, key := range changedKeys(old, now) {
 		value, keep := now[key]
-		switch where, file := inputOf(files, dir, args, key); where {
+		where, file := inputOf(files, dir, args, key)
+		if who := sharedWith(files, file); file != "" && who != "" {
+			return nil, refuse(id, "key %s comes from %s, which %s also reads as values: edit it in Git", key, file, who)
+		}
+		switch where {
 		case "literal":
 			if err := setLiteral(entry, key, value, keep); err != nil {
 				return nil, err

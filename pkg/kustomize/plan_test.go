@@ -253,3 +253,42 @@ resources:
 - deployment.yaml
 `, string(files["app/kustomization.yaml"]))
 }
+
+// values.yaml is both a generator input and a HelmRelease's values file:
+// a live edit of the ConfigMap is refused, with who else reads it; a
+// deletion keeps it; the entry's other inputs are written as usual.
+func TestAGeneratorInputSharedWithAHelmReleaseIsNotWritten(t *testing.T) {
+	files := repo(t, "shared")
+	old, live, id := rendered(t, files, "apps/web", ID{Kind: "ConfigMap", Namespace: "shop", Name: "web-values-0000000000"}, func(o map[string]any) {
+		data(o)["values.yaml"] = "replicaCount: 9\n"
+	})
+	_, err := Plan(files, "apps/web", Change{ID: id, Old: old, New: live})
+	var r *Refusal
+	require.True(t, errors.As(err, &r), "%v", err)
+	assert.Contains(t, r.Reason, "HelmRelease shop/web")
+
+	got := planned(t, files, "apps/web", Change{ID: id})
+	assert.NotContains(t, got, "apps/web/values.yaml", "the shared input stays")
+	assert.Contains(t, got, "apps/web/kustomization.yaml")
+
+	old, live, id = rendered(t, files, "apps/web", ID{Kind: "ConfigMap", Namespace: "shop", Name: "web-flags-0000000000"}, func(o map[string]any) {
+		data(o)["debug"] = "true"
+	})
+	assert.Contains(t, planned(t, files, "apps/web", Change{ID: id, Old: old, New: live})["apps/web/kustomization.yaml"], "- debug=true")
+}
+
+func TestAnArgoCDApplicationsValueFileIsShared(t *testing.T) {
+	files := repo(t, "shared")
+	delete(files, "clusters/web.yaml")
+	files["clusters/app.yaml"] = []byte(`apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: web, namespace: argocd}
+spec:
+  source:
+    path: apps/web
+    helm:
+      valueFiles: [values.yaml]
+`)
+	assert.Equal(t, "Application argocd/web", sharedWith(files, "apps/web/values.yaml"))
+	assert.Empty(t, sharedWith(files, "apps/web/kustomization.yaml"))
+}
