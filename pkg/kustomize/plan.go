@@ -69,7 +69,10 @@ func Plan(files Files, dir string, ch Change) ([]Edit, error) {
 	case before[i].Source.Kind == FromGenerator:
 		edits, err = planGenerated(files, before[i], ch)
 	default:
-		edits, err = planDocument(files, dir, before[i], ch)
+		var done bool
+		if edits, done, err = planTransformed(files, dir, before[i], ch); err == nil && !done {
+			edits, err = planDocument(files, dir, before[i], ch)
+		}
 	}
 	if err != nil || len(edits) == 0 {
 		return edits, err
@@ -120,26 +123,12 @@ func planDocument(files Files, dir string, o Object, ch Change) ([]Edit, error) 
 	if !under(o.Source.File, dir) {
 		return nil, refuse(ch.ID, "it comes from %s, a base outside %s that other folders may build too", o.Source.File, dir)
 	}
-	docs, err := Documents(Files{o.Source.File: files[o.Source.File]}, ".")
+	loc, err := documentOf(files, o, ch.ID)
 	if err != nil {
 		return nil, err
 	}
-	// The document names the object before transformers (namespace,
-	// prefixes) renamed it: find it among the file's documents.
-	var loc *Location
-	for id, l := range docs {
-		if id.Kind == ch.ID.Kind && id.Group == ch.ID.Group && strings.Contains(ch.ID.Name, id.Name) {
-			if loc != nil {
-				return nil, refuse(ch.ID, "%s holds more than one document it could come from", o.Source.File)
-			}
-			loc = &l
-		}
-	}
-	if loc == nil {
-		return nil, refuse(ch.ID, "its document in %s was not found", o.Source.File)
-	}
 	if ch.New == nil {
-		edits, err := spliceDocument(files, *loc, ch)
+		edits, err := spliceDocument(files, loc, ch)
 		if err != nil {
 			return nil, err
 		}
@@ -151,7 +140,31 @@ func planDocument(files Files, dir string, o Object, ch Change) ([]Edit, error) 
 	if ch.Old == nil {
 		ch.Old = o.YAML
 	}
-	return spliceDocument(files, *loc, ch)
+	return spliceDocument(files, loc, ch)
+}
+
+// documentOf finds the document an object comes from among its file's
+// documents: it names the object before transformers (namespace, name
+// prefixes) renamed it.
+func documentOf(files Files, o Object, id ID) (Location, error) {
+	docs, err := Documents(Files{o.Source.File: files[o.Source.File]}, ".")
+	if err != nil {
+		return Location{}, err
+	}
+	var found []Location
+	for d, l := range docs {
+		if d.Kind == id.Kind && d.Group == id.Group && strings.Contains(id.Name, d.Name) {
+			found = append(found, l)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return Location{}, refuse(id, "its document in %s was not found", o.Source.File)
+	default:
+		return Location{}, refuse(id, "%s holds more than one document it could come from", o.Source.File)
+	}
 }
 
 // spliceDocument rewrites or removes the loc.Index-th document of its

@@ -147,7 +147,9 @@ resources:
 func TestABaseUnderOverlaysIsReadOnly(t *testing.T) {
 	files := repo(t, "overlays")
 	id := ID{Group: "apps", Kind: "Deployment", Namespace: "staging", Name: "web"}
-	old, live, _ := rendered(t, files, "overlays/staging", id, func(o map[string]any) { o["spec"].(map[string]any)["replicas"] = 5 })
+	old, live, _ := rendered(t, files, "overlays/staging", id, func(o map[string]any) {
+		o["metadata"].(map[string]any)["labels"] = map[string]any{"tier": "front"}
+	})
 	_, err := Plan(files, "overlays/staging", Change{ID: id, Old: old, New: live})
 	var r *Refusal
 	require.True(t, errors.As(err, &r), "%v", err)
@@ -291,4 +293,48 @@ spec:
 `)
 	assert.Equal(t, "Application argocd/web", sharedWith(files, "apps/web/values.yaml"))
 	assert.Empty(t, sharedWith(files, "apps/web/kustomization.yaml"))
+}
+
+func container(o map[string]any) map[string]any {
+	return at(o, "spec", "template", "spec").(map[string]any)["containers"].([]any)[0].(map[string]any)
+}
+
+// Replicas and images set by the overlay's replicas: and images: entries
+// are written there; a base's document the overlay has no entry for gets
+// one in the overlay.
+func TestReplicasAndImagesGoWhereKustomizeSetsThem(t *testing.T) {
+	files := repo(t, "overlays")
+	id := ID{Group: "apps", Kind: "Deployment", Namespace: "staging", Name: "web"}
+	old, live, _ := rendered(t, files, "overlays/staging", id, func(o map[string]any) {
+		o["spec"].(map[string]any)["replicas"] = 5
+		container(o)["image"] = "shop/web:v3"
+	})
+	assert.Equal(t, map[string]string{"overlays/staging/kustomization.yaml": `namespace: staging
+resources:
+- ../../base
+images:
+- name: shop/web
+  newTag: v3
+replicas:
+- name: web
+  count: 5
+`}, planned(t, files, "overlays/staging", Change{ID: id, Old: old, New: live}))
+
+	files["overlays/prod/kustomization.yaml"] = []byte("namespace: prod\nresources:\n- ../../base\n")
+	id.Namespace = "prod"
+	old, live, _ = rendered(t, files, "overlays/prod", id, func(o map[string]any) {
+		o["spec"].(map[string]any)["replicas"] = 2
+		container(o)["image"] = "mirror.example/web:v4"
+	})
+	assert.Equal(t, map[string]string{"overlays/prod/kustomization.yaml": `namespace: prod
+resources:
+- ../../base
+replicas:
+- name: web
+  count: 2
+images:
+- name: shop/web
+  newName: mirror.example/web
+  newTag: v4
+`}, planned(t, files, "overlays/prod", Change{ID: id, Old: old, New: live}), "the base stays as it is")
 }
