@@ -59,11 +59,17 @@ func Plan(files Files, dir string, ch Change) ([]Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := slices.IndexFunc(before, func(o Object) bool { return sameObject(o.ID, ch.ID) })
+	match := sameObject
+	if ch.New == nil {
+		// A generated object under an older content hash goes when its
+		// applier prunes it: that is not the generator's deletion.
+		match = func(r, l ID) bool { return r == l }
+	}
+	i := slices.IndexFunc(before, func(o Object) bool { return match(o.ID, ch.ID) })
 	var edits []Edit
 	switch {
 	case i < 0 && ch.New == nil:
-		return nil, nil // gone already
+		return nil, nil // gone already, or an older generation
 	case i < 0:
 		edits, err = planNew(files, dir, ch)
 	case before[i].Source.Kind == FromGenerator:

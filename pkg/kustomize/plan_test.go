@@ -338,3 +338,12 @@ images:
   newTag: v4
 `}, planned(t, files, "overlays/prod", Change{ID: id, Old: old, New: live}), "the base stays as it is")
 }
+
+// After a write-back the applier makes the ConfigMap under its new hash and
+// prunes the old one: that deletion plans nothing.
+func TestPruningAnOlderGenerationPlansNothing(t *testing.T) {
+	files := repo(t, "generator")
+	edits, err := Plan(files, "app", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings-0000000000"}})
+	require.NoError(t, err)
+	assert.Empty(t, edits)
+}
