@@ -2,7 +2,9 @@ package kustomize
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
 	"slices"
@@ -49,16 +51,126 @@ func refuse(id ID, format string, args ...any) error {
 // for a new object (added to resources: of dir's kustomization), a removed
 // document (and entry) for a deleted one. In a folder kustomize builds,
 // every plan is checked by rendering before and after: only the changed
-// object may change, and exactly by the live change.
+// object may change, and exactly by the live change. A change that cannot
+// be written is a *Refusal.
 func Plan(files Files, dir string, ch Change) ([]Edit, error) {
-	dir = clean(dir)
-	if !HasKustomization(files, dir) {
-		return planPlain(files, dir, ch)
-	}
-	before, err := Render(files, dir)
+	edits, refused, err := PlanAll(files, dir, []Change{ch})
 	if err != nil {
 		return nil, err
 	}
+	if len(refused) > 0 {
+		return nil, refused[0]
+	}
+	return edits, nil
+}
+
+// PlanAll plans the changes of one commit together, each on the files as
+// the ones before it left them, with one render before and one after. A
+// change that cannot be written is refused alone; the others are planned
+// without it. Edits hold each touched file once, in path order.
+func PlanAll(files Files, dir string, changes []Change) ([]Edit, []*Refusal, error) {
+	dir = clean(dir)
+	cur := maps.Clone(files)
+	touched := map[string]bool{}
+	var refused []*Refusal
+	if !HasKustomization(files, dir) {
+		for _, ch := range changes {
+			edits, err := planPlain(cur, dir, ch)
+			if err != nil {
+				return nil, nil, err
+			}
+			applyEdits(cur, touched, edits)
+		}
+		return editsOf(cur, touched), nil, nil
+	}
+	before, err := Render(files, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var planned []Change
+	for _, ch := range changes {
+		edits, err := planOne(cur, dir, before, ch)
+		var r *Refusal
+		switch {
+		case errors.As(err, &r):
+			refused = append(refused, r)
+			continue
+		case err != nil:
+			return nil, nil, err
+		}
+		applyEdits(cur, touched, edits)
+		if len(edits) > 0 {
+			planned = append(planned, ch)
+		}
+	}
+	if len(planned) == 0 {
+		return editsOf(cur, touched), refused, nil
+	}
+	if err := verify(cur, dir, before, planned); err == nil {
+		return editsOf(cur, touched), refused, nil
+	} else if len(planned) == 1 {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return nil, append(refused, r), nil
+		}
+		return nil, nil, err
+	}
+	// Some change does not render as it should: plan them one by one, so
+	// only that one is refused.
+	cur, touched = maps.Clone(files), map[string]bool{}
+	for _, ch := range planned {
+		base, err := Render(cur, dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		edits, err := planOne(cur, dir, base, ch)
+		if err == nil {
+			next := maps.Clone(cur)
+			applyEdits(next, map[string]bool{}, edits)
+			err = verify(next, dir, base, []Change{ch})
+		}
+		var r *Refusal
+		switch {
+		case errors.As(err, &r):
+			refused = append(refused, r)
+		case err != nil:
+			return nil, nil, err
+		default:
+			applyEdits(cur, touched, edits)
+		}
+	}
+	return editsOf(cur, touched), refused, nil
+}
+
+func applyEdits(files Files, touched map[string]bool, edits []Edit) {
+	for _, e := range edits {
+		touched[e.File] = true
+		if e.Content == nil {
+			delete(files, e.File)
+		} else {
+			files[e.File] = e.Content
+		}
+	}
+}
+
+func editsOf(files Files, touched map[string]bool) []Edit {
+	var out []Edit
+	for _, p := range sortedPaths(toFiles(touched)) {
+		out = append(out, Edit{File: p, Content: files[p]})
+	}
+	return out
+}
+
+func toFiles(set map[string]bool) Files {
+	out := Files{}
+	for p := range set {
+		out[p] = []byte{}
+	}
+	return out
+}
+
+// planOne plans one change against the render before, without checking.
+func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, error) {
 	match := sameObject
 	if ch.New == nil {
 		// A generated object under an older content hash goes when its
@@ -66,24 +178,40 @@ func Plan(files Files, dir string, ch Change) ([]Edit, error) {
 		match = func(r, l ID) bool { return r == l }
 	}
 	i := slices.IndexFunc(before, func(o Object) bool { return match(o.ID, ch.ID) })
-	var edits []Edit
 	switch {
 	case i < 0 && ch.New == nil:
 		return nil, nil // gone already, or an older generation
 	case i < 0:
-		edits, err = planNew(files, dir, ch)
-	case before[i].Source.Kind == FromGenerator:
-		edits, err = planGenerated(files, before[i], ch)
-	default:
+		return planNew(files, dir, ch)
+	}
+	o := before[i]
+	if ch.Old == nil && ch.New != nil {
+		// The state before is not known (a snapshot, a restart): the
+		// render stands in for it, and only what the render sets counts,
+		// not the API server's defaults or an applier's labels.
+		ch.Old = o.YAML
+		projected, err := projectYAML(ch.New, o.YAML)
+		if err != nil {
+			return nil, err
+		}
+		ch.New = projected
+	}
+	var edits []Edit
+	var err error
+	if o.Source.Kind == FromGenerator {
+		edits, err = planGenerated(files, o, ch)
+	} else {
 		var done bool
-		if edits, done, err = planTransformed(files, dir, before[i], ch); err == nil && !done {
-			edits, err = planDocument(files, dir, before[i], ch)
+		if edits, done, err = planTransformed(files, dir, o, ch); err == nil && !done {
+			edits, err = planDocument(files, dir, o, ch)
 		}
 	}
-	if err != nil || len(edits) == 0 {
-		return edits, err
+	if err == nil && len(edits) == 0 && ch.New != nil {
+		// Nothing to write: right when the render already shows the live
+		// object, a refusal when what changed is not the sources' to say.
+		err = rendersAs(o, ch)
 	}
-	return edits, verify(files, dir, before, i, ch, edits)
+	return edits, err
 }
 
 // sameObject matches a live object to a rendered one: a generated name's
@@ -302,63 +430,113 @@ func dropResourceEntry(files Files, edits []Edit, file string) ([]Edit, error) {
 	return edits, nil
 }
 
-// verify renders with the edits and checks that the render changed exactly
-// by the live change: object i as ch.New says (a generated object under a
-// new content hash), every other object as before.
-func verify(files Files, dir string, before []Object, i int, ch Change, edits []Edit) error {
-	next := Files{}
-	for p, c := range files {
-		next[p] = c
-	}
-	for _, e := range edits {
-		if e.Content == nil {
-			delete(next, e.File)
-		} else {
-			next[e.File] = e.Content
-		}
-	}
+// verify renders the planned files and checks that the render changed
+// exactly by the live changes: each changed object as its change says (a
+// generated one under a new content hash; compared on the fields the
+// render sets, which the API server's defaults do not touch), a deleted one
+// gone, every other object as before.
+func verify(next Files, dir string, before []Object, changes []Change) error {
 	after, err := Render(next, dir)
 	if err != nil {
-		return refuse(ch.ID, "the folder no longer builds with the change: %v", err)
+		return refuse(changes[0].ID, "the folder no longer builds with the change: %v", err)
 	}
-	var changed *Object
-	for j := range after {
-		o := after[j]
-		k := slices.IndexFunc(before, func(b Object) bool { return b.ID == o.ID })
-		switch {
-		case i >= 0 && sameObject(o.ID, before[i].ID) || i < 0 && sameObject(o.ID, ch.ID):
-			changed = &after[j]
-		case k < 0:
-			return refuse(ch.ID, "writing it would also render %s", o.ID)
-		case !bytes.Equal(before[k].YAML, o.YAML):
-			return refuse(ch.ID, "writing it would also change %s", o.ID)
+	changeOf := func(id ID) (Change, bool) {
+		for _, ch := range changes {
+			if sameObject(id, ch.ID) || sameObject(ch.ID, id) {
+				return ch, true
+			}
 		}
+		return Change{}, false
 	}
-	if ch.New == nil {
-		if changed != nil {
+	seen := map[ID]bool{}
+	for _, o := range after {
+		ch, changed := changeOf(o.ID)
+		if !changed {
+			k := slices.IndexFunc(before, func(b Object) bool { return b.ID == o.ID })
+			switch {
+			case k < 0:
+				return refuse(changes[0].ID, "writing it would also render %s", o.ID)
+			case !bytes.Equal(before[k].YAML, o.YAML):
+				return refuse(changes[0].ID, "writing it would also change %s", o.ID)
+			}
+			continue
+		}
+		seen[ch.ID] = true
+		if ch.New == nil {
 			return refuse(ch.ID, "it is still rendered after its source was removed")
 		}
-		return nil
+		if err := rendersAs(o, ch); err != nil {
+			return err
+		}
 	}
-	if changed == nil {
-		return refuse(ch.ID, "it is no longer rendered")
+	for _, ch := range changes {
+		if ch.New != nil && !seen[ch.ID] {
+			return refuse(ch.ID, "it is no longer rendered")
+		}
 	}
+	return nil
+}
+
+// rendersAs checks a rendered object against the live one, on the fields
+// the render sets.
+func rendersAs(o Object, ch Change) error {
 	var want, got map[string]any
 	if err := kyaml.Unmarshal(ch.New, &want); err != nil {
 		return err
 	}
-	if err := kyaml.Unmarshal(changed.YAML, &got); err != nil {
+	if err := kyaml.Unmarshal(o.YAML, &got); err != nil {
 		return err
 	}
-	if changed.Source.Kind == FromGenerator {
+	if o.Source.Kind == FromGenerator {
 		// The content hash is kustomize's to choose.
 		unname(want)
 		unname(got)
 	}
-	if !reflect.DeepEqual(want, got) {
+	if !reflect.DeepEqual(project(want, got), got) {
 		return refuse(ch.ID, "the render would not equal the live object (a transformer sets what changed)")
 	}
 	return nil
+}
+
+// project keeps of live what shape has: the fields a render sets.
+func project(live, shape any) any {
+	switch s := shape.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return live
+		}
+		out := map[string]any{}
+		for k, v := range s {
+			if lv, ok := l[k]; ok {
+				out[k] = project(lv, v)
+			}
+		}
+		return out
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) != len(s) {
+			return live
+		}
+		out := make([]any, len(l))
+		for i := range l {
+			out[i] = project(l[i], s[i])
+		}
+		return out
+	default:
+		return live
+	}
+}
+
+func projectYAML(live, shape []byte) ([]byte, error) {
+	var l, s any
+	if err := kyaml.Unmarshal(live, &l); err != nil {
+		return nil, err
+	}
+	if err := kyaml.Unmarshal(shape, &s); err != nil {
+		return nil, err
+	}
+	return kyaml.Marshal(project(l, s))
 }
 
 func unname(obj map[string]any) {

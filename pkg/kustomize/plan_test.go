@@ -347,3 +347,51 @@ func TestPruningAnOlderGenerationPlansNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, edits)
 }
+
+// One commit's changes planned together; the one that cannot be written is
+// refused alone.
+func TestACommitsChangesArePlannedTogetherAndARefusalStaysAlone(t *testing.T) {
+	files := repo(t, "resources")
+	old, live, _ := rendered(t, files, "site", shopWeb, func(o map[string]any) { o["spec"].(map[string]any)["replicas"] = 4 })
+	extra := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: shop\n"
+	// Moving the Deployment to another namespace is what kustomization.yaml's
+	// namespace: decides: the render cannot show it.
+	_, moved, _ := rendered(t, files, "site", ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, func(o map[string]any) {
+		o["metadata"].(map[string]any)["namespace"] = "elsewhere"
+	})
+	edits, refused, err := PlanAll(files, "site", []Change{
+		{ID: shopWeb, Old: old, New: live},
+		{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "extra"}, New: []byte(extra), NewPath: "site/extra.yaml"},
+		{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, New: moved},
+	})
+	require.NoError(t, err)
+	require.Len(t, refused, 1)
+	assert.Equal(t, "settings", refused[0].ID.Name)
+	var paths []string
+	for _, e := range edits {
+		paths = append(paths, e.File)
+	}
+	assert.Equal(t, []string{"site/deploy/deployment.yaml", "site/extra.yaml", "site/kustomization.yaml"}, paths)
+}
+
+// A snapshot knows no state before: the live object's defaults and an
+// applier's labels are not written into the sources.
+func TestASnapshotWritesNoDefaults(t *testing.T) {
+	files := repo(t, "resources")
+	_, live, _ := rendered(t, files, "site", shopWeb, func(o map[string]any) {
+		o["metadata"].(map[string]any)["labels"] = map[string]any{"kustomize.toolkit.fluxcd.io/name": "site"}
+		o["spec"].(map[string]any)["revisionHistoryLimit"] = 10
+		o["spec"].(map[string]any)["strategy"] = map[string]any{"type": "RollingUpdate"}
+	})
+	edits, err := Plan(files, "site", Change{ID: shopWeb, New: live})
+	require.NoError(t, err)
+	assert.Empty(t, edits)
+
+	_, live, _ = rendered(t, files, "site", shopWeb, func(o map[string]any) {
+		o["spec"].(map[string]any)["revisionHistoryLimit"] = 10
+		o["spec"].(map[string]any)["replicas"] = 6
+	})
+	got := planned(t, files, "site", Change{ID: shopWeb, New: live})
+	assert.Contains(t, got["site/deploy/deployment.yaml"], "replicas: 6", "what the render sets is carried")
+	assert.NotContains(t, got["site/deploy/deployment.yaml"], "revisionHistoryLimit")
+}
