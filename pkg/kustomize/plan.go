@@ -54,92 +54,118 @@ func refuse(id ID, format string, args ...any) error {
 // object may change, and exactly by the live change. A change that cannot
 // be written is a *Refusal.
 func Plan(files Files, dir string, ch Change) ([]Edit, error) {
-	edits, refused, err := PlanAll(files, dir, []Change{ch})
+	edits, outcomes, err := PlanAll(files, dir, []Change{ch})
 	if err != nil {
 		return nil, err
 	}
-	if len(refused) > 0 {
-		return nil, refused[0]
+	if r := outcomes[0].Refused; r != nil {
+		return nil, r
 	}
 	return edits, nil
+}
+
+// Outcome is what became of one change of PlanAll.
+type Outcome struct {
+	// Verb is "create", "update" or "delete" when the change is written,
+	// "" when the repository shows it already or it is refused.
+	Verb    string
+	Refused *Refusal
 }
 
 // PlanAll plans the changes of one commit together, each on the files as
 // the ones before it left them, with one render before and one after. A
 // change that cannot be written is refused alone; the others are planned
-// without it. Edits hold each touched file once, in path order.
-func PlanAll(files Files, dir string, changes []Change) ([]Edit, []*Refusal, error) {
+// without it. Edits hold each touched file once, in path order; outcomes
+// say, change by change, what became of it.
+func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, error) {
 	dir = clean(dir)
-	cur := maps.Clone(files)
-	touched := map[string]bool{}
-	var refused []*Refusal
+	outcomes := make([]Outcome, len(changes))
+	cur, touched := maps.Clone(files), map[string]bool{}
 	if !HasKustomization(files, dir) {
-		for _, ch := range changes {
-			edits, err := planPlain(cur, dir, ch)
+		for i, ch := range changes {
+			edits, verb, err := planPlain(cur, dir, ch)
 			if err != nil {
 				return nil, nil, err
 			}
 			applyEdits(cur, touched, edits)
+			outcomes[i].Verb = verb
 		}
-		return editsOf(cur, touched), nil, nil
+		return editsOf(cur, touched), outcomes, nil
 	}
 	before, err := Render(files, dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	var planned []Change
-	for _, ch := range changes {
-		edits, err := planOne(cur, dir, before, ch)
-		var r *Refusal
-		switch {
-		case errors.As(err, &r):
-			refused = append(refused, r)
+	var planned []int
+	for i, ch := range changes {
+		edits, verb, err := planOne(cur, dir, before, ch)
+		if refused(err, &outcomes[i]) {
 			continue
-		case err != nil:
+		} else if err != nil {
 			return nil, nil, err
 		}
 		applyEdits(cur, touched, edits)
 		if len(edits) > 0 {
-			planned = append(planned, ch)
+			outcomes[i].Verb = verb
+			planned = append(planned, i)
 		}
 	}
 	if len(planned) == 0 {
-		return editsOf(cur, touched), refused, nil
+		return editsOf(cur, touched), outcomes, nil
 	}
-	if err := verify(cur, dir, before, planned); err == nil {
-		return editsOf(cur, touched), refused, nil
-	} else if len(planned) == 1 {
-		var r *Refusal
-		if errors.As(err, &r) {
-			return nil, append(refused, r), nil
+	err = verify(cur, dir, before, pick(changes, planned))
+	if err == nil {
+		return editsOf(cur, touched), outcomes, nil
+	}
+	if len(planned) == 1 {
+		outcomes[planned[0]].Verb = ""
+		if refused(err, &outcomes[planned[0]]) {
+			return nil, outcomes, nil
 		}
 		return nil, nil, err
 	}
 	// Some change does not render as it should: plan them one by one, so
 	// only that one is refused.
 	cur, touched = maps.Clone(files), map[string]bool{}
-	for _, ch := range planned {
+	for _, i := range planned {
+		outcomes[i].Verb = ""
 		base, err := Render(cur, dir)
 		if err != nil {
 			return nil, nil, err
 		}
-		edits, err := planOne(cur, dir, base, ch)
+		edits, verb, err := planOne(cur, dir, base, changes[i])
 		if err == nil {
 			next := maps.Clone(cur)
 			applyEdits(next, map[string]bool{}, edits)
-			err = verify(next, dir, base, []Change{ch})
+			err = verify(next, dir, base, []Change{changes[i]})
 		}
-		var r *Refusal
-		switch {
-		case errors.As(err, &r):
-			refused = append(refused, r)
-		case err != nil:
+		if refused(err, &outcomes[i]) {
+			continue
+		} else if err != nil {
 			return nil, nil, err
-		default:
-			applyEdits(cur, touched, edits)
 		}
+		applyEdits(cur, touched, edits)
+		outcomes[i].Verb = verb
 	}
-	return editsOf(cur, touched), refused, nil
+	return editsOf(cur, touched), outcomes, nil
+}
+
+// refused records a refusal in o and says whether err was one.
+func refused(err error, o *Outcome) bool {
+	var r *Refusal
+	if errors.As(err, &r) {
+		o.Refused = r
+		return true
+	}
+	return false
+}
+
+func pick(changes []Change, idx []int) []Change {
+	out := make([]Change, len(idx))
+	for j, i := range idx {
+		out[j] = changes[i]
+	}
+	return out
 }
 
 func applyEdits(files Files, touched map[string]bool, edits []Edit) {
@@ -169,8 +195,9 @@ func toFiles(set map[string]bool) Files {
 	return out
 }
 
-// planOne plans one change against the render before, without checking.
-func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, error) {
+// planOne plans one change against the render before, without checking,
+// and names what it does.
+func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, string, error) {
 	match := sameObject
 	if ch.New == nil {
 		// A generated object under an older content hash goes when its
@@ -180,9 +207,14 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, error
 	i := slices.IndexFunc(before, func(o Object) bool { return match(o.ID, ch.ID) })
 	switch {
 	case i < 0 && ch.New == nil:
-		return nil, nil // gone already, or an older generation
+		return nil, "", nil // gone already, or an older generation
 	case i < 0:
-		return planNew(files, dir, ch)
+		edits, err := planNew(files, dir, ch)
+		return edits, "create", err
+	}
+	verb := "update"
+	if ch.New == nil {
+		verb = "delete"
 	}
 	o := before[i]
 	if ch.Old == nil && ch.New != nil {
@@ -192,7 +224,7 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, error
 		ch.Old = o.YAML
 		projected, err := projectYAML(ch.New, o.YAML)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		ch.New = projected
 	}
@@ -211,7 +243,7 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, error
 		// object, a refusal when what changed is not the sources' to say.
 		err = rendersAs(o, ch)
 	}
-	return edits, err
+	return edits, verb, err
 }
 
 // sameObject matches a live object to a rendered one: a generated name's
@@ -235,19 +267,24 @@ func trimHash(name string) string {
 
 // planPlain writes a folder without kustomization: the object's document
 // where it is, or a new file at NewPath.
-func planPlain(files Files, dir string, ch Change) ([]Edit, error) {
+func planPlain(files Files, dir string, ch Change) ([]Edit, string, error) {
 	docs, err := Documents(files, dir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	loc, ok := docs[ch.ID]
 	if !ok {
 		if ch.New == nil {
-			return nil, nil
+			return nil, "", nil
 		}
-		return []Edit{{File: ch.NewPath, Content: ch.New}}, nil
+		return []Edit{{File: ch.NewPath, Content: ch.New}}, "create", nil
 	}
-	return spliceDocument(files, loc, ch)
+	edits, err := spliceDocument(files, loc, ch)
+	verb := map[bool]string{true: "delete", false: "update"}[ch.New == nil]
+	if len(edits) == 0 {
+		verb = ""
+	}
+	return edits, verb, err
 }
 
 // planDocument writes a document kustomize reads from resources. A

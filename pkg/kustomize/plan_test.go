@@ -359,14 +359,17 @@ func TestACommitsChangesArePlannedTogetherAndARefusalStaysAlone(t *testing.T) {
 	_, moved, _ := rendered(t, files, "site", ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, func(o map[string]any) {
 		o["metadata"].(map[string]any)["namespace"] = "elsewhere"
 	})
-	edits, refused, err := PlanAll(files, "site", []Change{
+	edits, outcomes, err := PlanAll(files, "site", []Change{
 		{ID: shopWeb, Old: old, New: live},
 		{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "extra"}, New: []byte(extra), NewPath: "site/extra.yaml"},
 		{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, New: moved},
 	})
 	require.NoError(t, err)
-	require.Len(t, refused, 1)
-	assert.Equal(t, "settings", refused[0].ID.Name)
+	assert.Equal(t, "update", outcomes[0].Verb)
+	assert.Equal(t, "create", outcomes[1].Verb)
+	require.NotNil(t, outcomes[2].Refused)
+	assert.Equal(t, "settings", outcomes[2].Refused.ID.Name)
+	assert.Nil(t, outcomes[0].Refused)
 	var paths []string
 	for _, e := range edits {
 		paths = append(paths, e.File)
