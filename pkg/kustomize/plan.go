@@ -94,7 +94,12 @@ func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, erro
 	}
 	before, err := Render(files, dir)
 	if err != nil {
-		return nil, nil, err
+		// A folder kustomize cannot build here (a remote base, a plugin)
+		// takes no write: every change is refused with why.
+		for i, ch := range changes {
+			outcomes[i].Refused = &Refusal{ID: ch.ID, Reason: err.Error()}
+		}
+		return nil, outcomes, nil
 	}
 	var planned []int
 	for i, ch := range changes {

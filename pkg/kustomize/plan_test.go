@@ -398,3 +398,11 @@ func TestASnapshotWritesNoDefaults(t *testing.T) {
 	assert.Contains(t, got["site/deploy/deployment.yaml"], "replicas: 6", "what the render sets is carried")
 	assert.NotContains(t, got["site/deploy/deployment.yaml"], "revisionHistoryLimit")
 }
+
+func TestAFolderWithARemoteBaseRefusesEveryChangeByName(t *testing.T) {
+	_, outcomes, err := PlanAll(repo(t, "remote"), "site", []Change{{ID: ID{Kind: "ConfigMap", Name: "local"},
+		New: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: local}\ndata: {a: b}\n")}})
+	require.NoError(t, err)
+	require.NotNil(t, outcomes[0].Refused)
+	assert.Contains(t, outcomes[0].Refused.Error(), "ConfigMap/local cannot be written: site/kustomization.yaml names \"https://git.example.com/org/platform//base?ref=v1.2.0\"")
+}

@@ -37,6 +37,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -49,6 +50,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/watch"
 )
@@ -89,6 +91,10 @@ type Reporter interface {
 	Committed(target, sha string, at time.Time)
 	Pushed(targets []string, sha string, at time.Time)
 	Failed(targets []string, err error)
+	// Refused lists the changes of a target that cannot be written into
+	// its repository as it is (kustomize refusals), each naming the object
+	// and why; an empty list clears them.
+	Refused(target string, refusals []string)
 }
 
 // Worker owns one branch of one repository.
@@ -134,6 +140,10 @@ type Worker struct {
 	// every step; commitErr, when set, fails a commit with what it returns.
 	onStep    func()
 	commitErr func() error
+	// docs knows which objects the head's YAML files hold; blobs caches
+	// what a kustomized folder reads (sources.go).
+	docs  *docIndex
+	blobs map[plumbing.Hash][]byte
 }
 
 type target struct {
@@ -153,6 +163,14 @@ type target struct {
 	sweep  bool
 	// apply drives the claimed applier; nil without a claim.
 	apply *applyState
+	// For changes written into the sources (sources.go), by layout path:
+	// the object each is about, the content last written (the state
+	// before the next change), and why a change could not be written.
+	ids     map[string]kustomize.ID
+	applied map[string][]byte
+	refused map[string]string
+	// reported is the refusals last reported, to report only changes.
+	reported string
 }
 
 // pendingChange is a change waiting to join its author's window. Once its
@@ -202,6 +220,8 @@ func New(repo *gitrepo.Repo, committer gitrepo.Signature, reporter Reporter, wak
 		clock:       clock.RealClock{},
 		index:       map[string]plumbing.Hash{},
 		targets:     map[string]*target{},
+		docs:        newDocIndex(),
+		blobs:       map[plumbing.Hash][]byte{},
 	}
 }
 
@@ -258,7 +278,8 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 	w.post(func() {
 		cur, ok := w.targets[t.Key]
 		if !ok {
-			cur = &target{desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{}}
+			cur = &target{desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{},
+				ids: map[string]kustomize.ID{}, applied: map[string][]byte{}, refused: map[string]string{}}
 			w.targets[t.Key] = cur
 		}
 		cur.cfg = t
@@ -630,9 +651,19 @@ func (w *Worker) sortedTargets() []string {
 func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	changes := map[string][]byte{}
 	var lines []string
+	kustomized := w.kustomized(t)
+	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
-		verb := ""
 		d, held := t.desired[p]
+		if id, ok := w.idOf(t, p); ok && (kustomized || w.docs.elsewhere(id, t.cfg.Path, p) != "") {
+			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
+			if held {
+				ch.New = d.content
+			}
+			items = append(items, sourced{layout: p, change: ch})
+			continue
+		}
+		verb := ""
 		switch cur, inGit := w.index[p]; {
 		case held && !inGit:
 			verb = "create"
@@ -650,9 +681,27 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		}
 		lines = append(lines, fmt.Sprintf("- %s %s", verb, win.paths[p]))
 	}
+	if len(items) > 0 {
+		edits, more, err := w.planSources(t, win, items, kustomized)
+		if err != nil {
+			return &LocalError{Err: err}
+		}
+		maps.Copy(changes, edits)
+		lines = append(lines, more...)
+	}
+	w.reportRefusals(t)
+	if len(lines) == 0 && len(changes) > 0 {
+		lines = append(lines, "- write what the cluster holds")
+	}
+	// The window is done: what it wrote into sources is the state before
+	// the next change of those objects.
+	done := func() {
+		delete(t.windows, win.author)
+		w.noteWritten(t, items)
+	}
 	if s := win.save; s != nil {
 		if len(changes) == 0 && !s.Empty {
-			delete(t.windows, win.author)
+			done()
 			t.finishSave(s)
 			metrics.Windows.WithLabelValues("empty").Inc()
 			w.endSave(s, SaveResult{Outcome: SaveNothingToCommit,
@@ -662,7 +711,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		if err := w.commit(t.cfg.Key, win.author, changes, saveMessage(s, lines), win.firstSeen, s); err != nil {
 			return err
 		}
-		delete(t.windows, win.author)
+		done()
 		t.finishSave(s)
 		metrics.Windows.WithLabelValues(reason).Inc()
 		return nil
@@ -672,7 +721,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			return err
 		}
 	}
-	delete(t.windows, win.author)
+	done()
 	metrics.Windows.WithLabelValues(map[bool]string{true: reason, false: "empty"}[len(changes) > 0]).Inc()
 	return nil
 }
@@ -714,6 +763,7 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 			blobs[p] = w.index[p]
 		}
 	}
+	w.docs.wrote(changes)
 	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
 		sha: sha.String(), save: save})
 	w.reporter.Committed(key, sha.String(), start)
@@ -796,6 +846,8 @@ func (w *Worker) moveTo(head plumbing.Hash) error {
 	}
 	moved := w.fetched && head != w.pushed
 	w.head, w.pushed, w.index, w.ready, w.fetched = head, head, index, true, true
+	w.docs.rebuild(index, w.repo.ReadBlob)
+	w.pruneBlobs()
 	if moved {
 		w.reassert = true
 	}

@@ -27,6 +27,7 @@ type recorder struct {
 	commits  []string
 	pushes   int
 	failures []error
+	refusals []string
 }
 
 func (r *recorder) Committed(_, sha string, _ time.Time) {
@@ -39,6 +40,12 @@ func (r *recorder) Pushed([]string, string, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pushes++
+}
+
+func (r *recorder) Refused(_ string, refusals []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refusals = refusals
 }
 
 func (r *recorder) Failed(_ []string, err error) {

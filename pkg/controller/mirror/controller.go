@@ -166,6 +166,8 @@ type runningWorker struct {
 type report struct {
 	lastCommit, lastPush *v1.CommitRef
 	gitErr               error
+	// refused are changes the worker could not write into the repository.
+	refused []string
 }
 
 // New builds the controller and its informers.
@@ -791,6 +793,10 @@ func (r reporter) Pushed(targets []string, sha string, at time.Time) {
 
 func (r reporter) Failed(targets []string, err error) {
 	r.update(targets, func(rep *report) { rep.gitErr = err })
+}
+
+func (r reporter) Refused(target string, refusals []string) {
+	r.update([]string{target}, func(rep *report) { rep.refused = refusals })
 }
 
 // Saver returns the branch worker mirroring a GitTarget and the email domain

@@ -51,8 +51,9 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	rep := c.reports[key]
 	var lastCommit, lastPush *v1.CommitRef
 	var gitErr error
+	var refused []string
 	if rep != nil {
-		lastCommit, lastPush, gitErr = rep.lastCommit, rep.lastPush, rep.gitErr
+		lastCommit, lastPush, gitErr, refused = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused
 	}
 	c.mu.Unlock()
 
@@ -129,10 +130,17 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 			"%v: the controller cannot write its local clone under --data-dir (is the volume full?); "+
 				"the changes wait in memory and are committed once it can", localErr)}
 	}
-	if st.config != nil {
+	switch {
+	case st.config != nil:
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: st.config.reason, Message: st.config.message}
 		set(condition(v1.ConditionStalled, true, st.config.reason, st.config.message))
-	} else {
+	case len(refused) > 0:
+		// The other changes go on; these wait for a change of the
+		// repository or of the objects (docs/layout.md).
+		msg := strings.Join(refused, "; ") + ": edit the repository by hand, or change the object so it can be written"
+		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonWriteRefused, Message: msg}
+		set(condition(v1.ConditionStalled, true, v1.ReasonWriteRefused, msg))
+	default:
 		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionStalled)
 	}
 	set(ready)

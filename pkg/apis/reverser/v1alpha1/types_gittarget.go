@@ -12,6 +12,12 @@ const (
 	ConditionSourceReachable = "SourceReachable"
 	// ConditionMultipleSourceNamespaces says that rules feeding the target conflict.
 	ConditionMultipleSourceNamespaces = "MultipleSourceNamespaces"
+
+	// ReasonWriteRefused (Stalled, Ready=False) says some changes cannot be
+	// written into the repository as it is: its message names each object
+	// and why (a remote base, a read-only base, a shared values file...).
+	// The target's other changes are committed as usual.
+	ReasonWriteRefused = "WriteRefused"
 )
 
 // PruneMode says which Git documents a GitTarget removes.

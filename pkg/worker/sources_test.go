@@ -1,0 +1,116 @@
+package worker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"reverser.dev/reverser/pkg/watch"
+)
+
+// The tests of this file give the worker a repository people already have
+// and check that changes land in its files, not beside them.
+
+var shop = Target{Key: "shop/site", Path: "site", Window: short, PruneAlways: true}
+
+func configMap(name, color string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: shop\ndata:\n  color: " + color + "\n"
+}
+
+// sendTo sends a ConfigMap change of namespace shop at its layout path.
+func (c *clocked) sendTo(tg Target, name, content string, snapshot bool) {
+	c.t.Helper()
+	var body []byte
+	if content != "" {
+		body = []byte(content)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, "shop", name), Content: body,
+		Desc: "ConfigMap shop/" + name, Seen: c.clock.Now(), GVR: gvr, Namespace: "shop", Name: name, Snapshot: snapshot})
+	c.settle()
+}
+
+func seeded(t *testing.T, files map[string]string) (url, bare string) {
+	url, bare = serveRepo(t)
+	(&fixture{t: t, url: url}).seedRemote(files, "the repository people have")
+	return url, bare
+}
+
+func TestADocumentThatExistsElsewhereKeepsItsFile(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		"site/apps/web.yaml": "# Settings of the web tier.\n" + configMap("web", "blue") + "---\n" + configMap("other", "green"),
+	})
+	c := startClocked(t, url, shop)
+	c.bare = bare
+	c.sendTo(shop, "web", configMap("web", "red"), false)
+	c.sendTo(shop, "fresh", configMap("fresh", "white"), false)
+	c.step(shop.Window.Silence)
+	assert.Equal(t, "# Settings of the web tier.\n"+configMap("web", "red")+"---\n"+configMap("other", "green"),
+		c.remoteShow("site/apps/web.yaml")+"\n", "edited in place, its neighbour and comment kept")
+	assert.ElementsMatch(t, []string{"site/apps/web.yaml", "site/shop/configmaps/fresh.yaml"}, c.remoteFiles(),
+		"no copy at the layout path; a new object goes there")
+	assert.Equal(t, "Reverser: 2 changes in site\n\n- create ConfigMap shop/fresh\n- update ConfigMap shop/web",
+		c.git(bare, "log", "-1", "--format=%B", "main"))
+
+	c.sendTo(shop, "web", "", false)
+	c.step(shop.Window.Silence)
+	assert.Equal(t, configMap("other", "green"), c.remoteShow("site/apps/web.yaml")+"\n", "a deletion takes its document only")
+}
+
+func TestAKustomizedFolderIsEditedAsSource(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		"site/kustomization.yaml": "namespace: shop\nresources:\n- settings.yaml # the settings\n",
+		"site/settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue # the brand's\n",
+	})
+	c := startClocked(t, url, shop)
+	c.bare = bare
+	commits := c.commitCount()
+	// The initial state, with a label an applier put there: nothing to write.
+	c.sendTo(shop, "settings", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\n  labels:\n"+
+		"    kustomize.toolkit.fluxcd.io/name: site\ndata:\n  color: blue\n", true)
+	c.step(shop.Window.Silence)
+	assert.Equal(t, commits, c.commitCount(), "a snapshot equal to the render commits nothing")
+
+	c.sendTo(shop, "settings", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\n  labels:\n"+
+		"    kustomize.toolkit.fluxcd.io/name: site\ndata:\n  color: red\n", false)
+	c.sendTo(shop, "extra", configMap("extra", "white"), false)
+	c.step(shop.Window.Silence)
+	assert.Equal(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: red # the brand's",
+		c.remoteShow("site/settings.yaml"), "the live change, not the namespace or the applier's label")
+	assert.Equal(t, "namespace: shop\nresources:\n- settings.yaml # the settings\n- shop/configmaps/extra.yaml",
+		c.remoteShow("site/kustomization.yaml"), "a new object is listed in resources:")
+	assert.ElementsMatch(t, []string{"site/kustomization.yaml", "site/settings.yaml", "site/shop/configmaps/extra.yaml"}, c.remoteFiles())
+	assert.Empty(t, c.rec.refusals)
+}
+
+func TestWhatCannotBeWrittenIsRefusedByNameAndTheRestIsCommitted(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		// The colour is the patch's to say: an edit of the document would
+		// not change the render.
+		"site/kustomization.yaml": "resources:\n- settings.yaml\npatches:\n- patch: |\n    apiVersion: v1\n    kind: ConfigMap\n" +
+			"    metadata: {name: settings, namespace: shop}\n    data: {color: blue}\n",
+		"site/settings.yaml": configMap("settings", "green"),
+	})
+	c := startClocked(t, url, shop)
+	c.bare = bare
+	c.sendTo(shop, "settings", configMap("settings", "blue"), true)
+	c.sendTo(shop, "settings", configMap("settings", "red"), false)
+	c.sendTo(shop, "extra", configMap("extra", "white"), false)
+	c.step(shop.Window.Silence)
+	c.rec.mu.Lock()
+	refusals := append([]string{}, c.rec.refusals...)
+	c.rec.mu.Unlock()
+	require.Len(t, refusals, 1)
+	assert.Contains(t, refusals[0], "ConfigMap/shop/settings cannot be written")
+	assert.Contains(t, c.remoteShow("site/settings.yaml"), "color: green", "nothing is written for the refused object")
+	assert.Contains(t, c.remoteFiles(), "site/shop/configmaps/extra.yaml", "the rest of that commit is not lost")
+
+	// The object changes back to what the repository says: the refusal goes.
+	c.sendTo(shop, "settings", configMap("settings", "blue"), false)
+	c.step(shop.Window.Silence)
+	c.rec.mu.Lock()
+	defer c.rec.mu.Unlock()
+	assert.Empty(t, c.rec.refusals)
+}
