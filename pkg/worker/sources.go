@@ -31,8 +31,8 @@ import (
 
 // docIndex knows which objects the YAML files of the head hold.
 type docIndex struct {
-	ids   map[string][]kustomize.ID   // path → its documents' objects
-	where map[kustomize.ID][]string   // object → paths holding it
+	ids   map[string][]kustomize.ID // path → its documents' objects
+	where map[kustomize.ID][]string // object → paths holding it
 	cache map[plumbing.Hash][]kustomize.ID
 }
 
