@@ -48,6 +48,9 @@ type mirrorOptions struct {
 	// kubeProvider replaces the audited "local" provider by another inCluster
 	// one whose audit route never receives events.
 	kubeProvider string
+	// seed, when set, runs before the GitTarget exists: the repository
+	// and the cluster people had before Reverser.
+	seed func(f *mirrorFixture)
 }
 
 // newMirrorWith applies a mirror without waiting for it to be Ready.
@@ -63,6 +66,9 @@ func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 	bare, err := gitserver.CreateRepo(env.GitRoot, name)
 	require.NoError(t, err)
 	f := &mirrorFixture{t: t, ns: ns, url: env.GitBaseURL + "/" + name + ".git", bare: bare, target: "site"}
+	if o.seed != nil {
+		o.seed(f)
+	}
 	url := f.url
 	if private {
 		url = strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
