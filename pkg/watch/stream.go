@@ -56,6 +56,7 @@ type Change struct {
 	// The object and the resourceVersion of this change, which its audit
 	// fact is joined on.
 	GVR                              schema.GroupVersionResource
+	Kind                             string
 	Namespace, Name, ResourceVersion string
 	// UID of the object; a delete's audit fact is joined on it, since a
 	// deleted name may be reused by a new object.
@@ -78,7 +79,7 @@ type Sink interface {
 func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstructured, content []byte) Change {
 	return Change{
 		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
-		GVR: gvr, Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
+		GVR: gvr, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		UID: u.GetUID(), Manager: lastManager(u),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/kustomize/api/konfig"
 
 	"reverser.dev/reverser/pkg/kustomize"
+	"reverser.dev/reverser/pkg/watch"
 )
 
 // Writing into the repository people have (features F1, F2, B4). A change
@@ -69,6 +70,15 @@ func (d *docIndex) rebuild(index map[string]plumbing.Hash, read func(plumbing.Ha
 			d.set(p, nil)
 		}
 	}
+	live := make(map[plumbing.Hash]bool, len(index))
+	for _, h := range index {
+		live[h] = true
+	}
+	for h := range d.cache {
+		if !live[h] {
+			delete(d.cache, h) // keeps the cache to the head's blobs
+		}
+	}
 	for p, h := range index {
 		if !isYAML(p) {
 			continue
@@ -87,13 +97,19 @@ func (d *docIndex) rebuild(index map[string]plumbing.Hash, read func(plumbing.Ha
 	}
 }
 
-// wrote records a commit's changes.
-func (d *docIndex) wrote(changes map[string][]byte) {
+// wrote records a commit's changes; known names the objects of some of
+// them already.
+func (d *docIndex) wrote(changes map[string][]byte, known map[string]kustomize.ID) {
 	for p, c := range changes {
-		if !isYAML(p) {
-			continue
+		switch id, ok := known[p]; {
+		case !isYAML(p):
+		case c == nil:
+			d.set(p, nil)
+		case ok:
+			d.set(p, []kustomize.ID{id})
+		default:
+			d.set(p, idsOf(c))
 		}
-		d.set(p, idsOf(c))
 	}
 }
 
@@ -144,6 +160,10 @@ type sourced struct {
 // or, for a deletion, from what was known of it.
 func (w *Worker) idOf(t *target, p string) (kustomize.ID, bool) {
 	if d, held := t.desired[p]; held {
+		if d.id != (kustomize.ID{}) {
+			t.ids[p] = d.id
+			return d.id, true
+		}
 		ids := idsOf(d.content)
 		if len(ids) == 1 {
 			t.ids[p] = ids[0]
@@ -293,4 +313,12 @@ func (w *Worker) pruneBlobs() {
 			delete(w.blobs, h)
 		}
 	}
+}
+
+// idOfChange names a change's object from what the stream says of it.
+func idOfChange(ch watch.Change) kustomize.ID {
+	if ch.Kind == "" || ch.Name == "" {
+		return kustomize.ID{}
+	}
+	return kustomize.ID{Group: ch.GVR.Group, Kind: ch.Kind, Namespace: ch.Namespace, Name: ch.Name}
 }

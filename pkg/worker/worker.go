@@ -144,6 +144,9 @@ type Worker struct {
 	// what a kustomized folder reads (sources.go).
 	docs  *docIndex
 	blobs map[plumbing.Hash][]byte
+	// known are the objects of the next commit's layout documents, so that
+	// indexing them needs no parsing.
+	known map[string]kustomize.ID
 }
 
 type target struct {
@@ -184,6 +187,9 @@ type pendingChange struct {
 type doc struct {
 	content []byte
 	desc    string // "ConfigMap demo/app"
+	// id names the object, for writing into sources (sources.go); the
+	// zero ID where the change did not say.
+	id kustomize.ID
 }
 
 type unpushedCommit struct {
@@ -446,7 +452,7 @@ func (w *Worker) apply(t *target, ch watch.Change, author gitrepo.Signature) err
 	if ch.Content == nil {
 		delete(t.desired, ch.Path)
 	} else {
-		t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc}
+		t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc, id: idOfChange(ch)}
 	}
 	w.touch(t, author, ch.Path, ch.Desc, ch.Seen)
 	return nil
@@ -652,6 +658,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	changes := map[string][]byte{}
 	var lines []string
 	kustomized := w.kustomized(t)
+	w.known = map[string]kustomize.ID{}
 	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
@@ -676,6 +683,9 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		}
 		if held {
 			changes[p] = d.content
+			if d.id != (kustomize.ID{}) {
+				w.known[p] = d.id
+			}
 		} else {
 			changes[p] = nil
 		}
@@ -763,7 +773,8 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 			blobs[p] = w.index[p]
 		}
 	}
-	w.docs.wrote(changes)
+	w.docs.wrote(changes, w.known)
+	w.known = nil
 	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
 		sha: sha.String(), save: save})
 	w.reporter.Committed(key, sha.String(), start)
