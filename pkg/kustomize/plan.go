@@ -2,6 +2,7 @@ package kustomize
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -78,6 +79,49 @@ type Outcome struct {
 // without it. Edits hold each touched file once, in path order; outcomes
 // say, change by change, what became of it.
 func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, error) {
+	return (&Planner{}).PlanAll(files, dir, changes)
+}
+
+// Planner is PlanAll with a memory: the render it checked last is the
+// render before the next commit, whose files are those it planned, so
+// consecutive commits render once each. A Planner is not safe for
+// concurrent use; the branch worker keeps one per target.
+type Planner struct {
+	key  [sha256.Size]byte
+	objs []Object
+}
+
+// render renders dir, or returns the last render of the same files.
+func (p *Planner) render(files Files, dir string) ([]Object, error) {
+	key := digest(files, dir)
+	if p.objs != nil && key == p.key {
+		return p.objs, nil
+	}
+	objs, err := Render(files, dir)
+	if err != nil {
+		return nil, err
+	}
+	p.key, p.objs = key, objs
+	return objs, nil
+}
+
+// digest identifies a snapshot of the files a render reads.
+func digest(files Files, dir string) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(dir))
+	for _, p := range sortedPaths(files) {
+		sum := sha256.Sum256(files[p])
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+		h.Write(sum[:])
+	}
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// PlanAll is the package's PlanAll, reusing the last render it checked.
+func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, error) {
 	dir = clean(dir)
 	outcomes := make([]Outcome, len(changes))
 	cur, touched := maps.Clone(files), map[string]bool{}
@@ -92,7 +136,7 @@ func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, erro
 		}
 		return editsOf(cur, touched), outcomes, nil
 	}
-	before, err := Render(files, dir)
+	before, err := pl.render(files, dir)
 	if err != nil {
 		// A folder kustomize cannot build here (a remote base, a plugin)
 		// takes no write: every change is refused with why.
@@ -118,7 +162,7 @@ func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, erro
 	if len(planned) == 0 {
 		return editsOf(cur, touched), outcomes, nil
 	}
-	err = verify(cur, dir, before, pick(changes, planned))
+	err = pl.verify(cur, dir, before, pick(changes, planned))
 	if err == nil {
 		return editsOf(cur, touched), outcomes, nil
 	}
@@ -134,7 +178,7 @@ func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, erro
 	cur, touched = maps.Clone(files), map[string]bool{}
 	for _, i := range planned {
 		outcomes[i].Verb = ""
-		base, err := Render(cur, dir)
+		base, err := pl.render(cur, dir)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -142,7 +186,7 @@ func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, erro
 		if err == nil {
 			next := maps.Clone(cur)
 			applyEdits(next, map[string]bool{}, edits)
-			err = verify(next, dir, base, []Change{changes[i]})
+			err = pl.verify(next, dir, base, []Change{changes[i]})
 		}
 		if refused(err, &outcomes[i]) {
 			continue
@@ -477,8 +521,8 @@ func dropResourceEntry(files Files, edits []Edit, file string) ([]Edit, error) {
 // generated one under a new content hash; compared on the fields the
 // render sets, which the API server's defaults do not touch), a deleted one
 // gone, every other object as before.
-func verify(next Files, dir string, before []Object, changes []Change) error {
-	after, err := Render(next, dir)
+func (pl *Planner) verify(next Files, dir string, before []Object, changes []Change) error {
+	after, err := pl.render(next, dir)
 	if err != nil {
 		return refuse(changes[0].ID, "the folder no longer builds with the change: %v", err)
 	}

@@ -192,7 +192,7 @@ func (w *Worker) planSources(t *target, win *window, items []sourced, kustomized
 	for i, it := range items {
 		changes[i] = it.change
 	}
-	edits, outcomes, err := kustomize.PlanAll(files, t.cfg.Path, changes)
+	edits, outcomes, err := t.planner.PlanAll(files, t.cfg.Path, changes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the writes into %s: %w", t.cfg.Path, err)
 	}

@@ -174,6 +174,8 @@ type target struct {
 	refused map[string]string
 	// reported is the refusals last reported, to report only changes.
 	reported string
+	// planner remembers the last render of the target's folder.
+	planner kustomize.Planner
 }
 
 // pendingChange is a change waiting to join its author's window. Once its

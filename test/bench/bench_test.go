@@ -7,6 +7,7 @@
 //	P2  one edit until its commit is pushed     vs  a bare client-go watch seeing the edit
 //	P4  edit + CommitRequest until Committed    vs  the same edit committed without a request
 //	P5  a save's push until Applied=True (Flux)  vs  Flux applying a pushed commit when asked directly
+//	P6  one edit until pushed, kustomized folder vs  the same edit among as many objects in the plain layout
 //
 // Run with `make bench`; REVERSER_BENCH_CONFIGMAPS (default 10000) and
 // REVERSER_BENCH_EDITS (default 60) size it. No assertion is timed: the
@@ -81,6 +82,9 @@ func TestBench(t *testing.T) {
 	})
 	t.Run("P4-save-latency", func(t *testing.T) { saveLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_SAVES", 20)) })
 	t.Run("P5-save-applied", func(t *testing.T) { saveApplied(ctx, t, env, kube, envInt("REVERSER_BENCH_APPLIES", 10)) })
+	t.Run("P6-kustomized-edit", func(t *testing.T) {
+		kustomizedEdit(ctx, t, env, kube, envInt("REVERSER_BENCH_KUSTOMIZED", 1000), envInt("REVERSER_BENCH_KUSTOMIZED_EDITS", 10))
+	})
 }
 
 func run(t *testing.T, dir, name string, args ...string) string {
