@@ -292,6 +292,7 @@ func refuseRemote(files Files, dir string, seen map[string]bool) error {
 	if err := kyaml.Unmarshal(files[file], &k); err != nil {
 		return fmt.Errorf("reading %s: %w", file, err)
 	}
+	//lint:ignore SA1019 kustomize still reads bases:, so a remote one there is refused too
 	for _, e := range slices.Concat(k.Resources, k.Components, k.Bases) {
 		p := join(dir, e)
 		switch {
