@@ -128,8 +128,8 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 	if !HasKustomization(files, dir) {
 		for i, ch := range changes {
 			edits, verb, err := planPlain(cur, dir, ch)
-			if err != nil {
-				return nil, nil, err
+			if refused(err, ch.ID, &outcomes[i]) {
+				continue
 			}
 			applyEdits(cur, touched, edits)
 			outcomes[i].Verb = verb
@@ -148,10 +148,8 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 	var planned []int
 	for i, ch := range changes {
 		edits, verb, err := planOne(cur, dir, before, ch)
-		if refused(err, &outcomes[i]) {
+		if refused(err, ch.ID, &outcomes[i]) {
 			continue
-		} else if err != nil {
-			return nil, nil, err
 		}
 		applyEdits(cur, touched, edits)
 		if len(edits) > 0 {
@@ -168,10 +166,8 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 	}
 	if len(planned) == 1 {
 		outcomes[planned[0]].Verb = ""
-		if refused(err, &outcomes[planned[0]]) {
-			return nil, outcomes, nil
-		}
-		return nil, nil, err
+		refused(err, changes[planned[0]].ID, &outcomes[planned[0]])
+		return nil, outcomes, nil
 	}
 	// Some change does not render as it should: plan them one by one, so
 	// only that one is refused.
@@ -188,10 +184,8 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 			applyEdits(next, map[string]bool{}, edits)
 			err = pl.verify(next, dir, base, []Change{changes[i]})
 		}
-		if refused(err, &outcomes[i]) {
+		if refused(err, changes[i].ID, &outcomes[i]) {
 			continue
-		} else if err != nil {
-			return nil, nil, err
 		}
 		applyEdits(cur, touched, edits)
 		outcomes[i].Verb = verb
@@ -199,14 +193,19 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 	return editsOf(cur, touched), outcomes, nil
 }
 
-// refused records a refusal in o and says whether err was one.
-func refused(err error, o *Outcome) bool {
-	var r *Refusal
-	if errors.As(err, &r) {
-		o.Refused = r
-		return true
+// refused records in o why a change cannot be written and says whether
+// it cannot: any failure to plan one change (a document that does not
+// parse, say) refuses that change, never the commit's others.
+func refused(err error, id ID, o *Outcome) bool {
+	if err == nil {
+		return false
 	}
-	return false
+	var r *Refusal
+	if !errors.As(err, &r) {
+		r = &Refusal{ID: id, Reason: err.Error()}
+	}
+	o.Refused = r
+	return true
 }
 
 func pick(changes []Change, idx []int) []Change {
@@ -325,6 +324,9 @@ func planPlain(files Files, dir string, ch Change) ([]Edit, string, error) {
 	if !ok {
 		if ch.New == nil {
 			return nil, "", nil
+		}
+		if ch.NewPath == "" {
+			return nil, "", refuse(ch.ID, "it is new and no path was given for it")
 		}
 		return []Edit{{File: ch.NewPath, Content: ch.New}}, "create", nil
 	}

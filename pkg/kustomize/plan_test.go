@@ -406,3 +406,28 @@ func TestAFolderWithARemoteBaseRefusesEveryChangeByName(t *testing.T) {
 	require.NotNil(t, outcomes[0].Refused)
 	assert.Contains(t, outcomes[0].Refused.Error(), "ConfigMap/local cannot be written: site/kustomization.yaml names \"https://git.example.com/org/platform//base?ref=v1.2.0\"")
 }
+
+// A change that fails to plan (here a ConfigMap whose data is not text)
+// refuses that change only.
+func TestAChangeThatCannotBePlannedIsRefusedAlone(t *testing.T) {
+	files := repo(t, "generator")
+	_, bad, id := rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings-0000000000"}, func(o map[string]any) {
+		data(o)["color"] = map[string]any{"not": "text"}
+	})
+	old, good, id2 := rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: "environment-0000000000"}, func(o map[string]any) {
+		data(o)["MODE"] = "slow"
+	})
+	edits, outcomes, err := PlanAll(files, "app", []Change{{ID: id, New: bad}, {ID: id2, Old: old, New: good}})
+	require.NoError(t, err)
+	require.NotNil(t, outcomes[0].Refused)
+	assert.Equal(t, id, outcomes[0].Refused.ID)
+	assert.Equal(t, "update", outcomes[1].Verb)
+	require.Len(t, edits, 1)
+	assert.Equal(t, "app/vars.env", edits[0].File)
+}
+
+func TestANewObjectWithNowhereToGoIsRefused(t *testing.T) {
+	_, err := Plan(repo(t, "plain"), ".", Change{ID: ID{Kind: "ConfigMap", Name: "x"}, New: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")})
+	var r *Refusal
+	require.True(t, errors.As(err, &r), "%v", err)
+}

@@ -690,6 +690,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			}
 		} else {
 			changes[p] = nil
+			delete(t.ids, p)
 		}
 		lines = append(lines, fmt.Sprintf("- %s %s", verb, win.paths[p]))
 	}
