@@ -153,3 +153,24 @@ func TestWhatWouldRunAProgramIsRefused(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+// The repository is a tenant's input: a kustomization that names the
+// controller's own files, or a program, reads nothing of the host.
+func TestAKustomizationCannotReadTheHost(t *testing.T) {
+	host, err := os.ReadFile("/etc/hostname")
+	if err != nil {
+		host = []byte("no-such-content")
+	}
+	for name, k := range map[string]string{
+		"absolute resource":  "resources:\n- /etc/hostname\n",
+		"escaping resource":  "resources:\n- ../../../../../../etc/hostname\n",
+		"generator file":     "configMapGenerator:\n- name: stolen\n  files:\n  - /etc/hostname\n",
+		"escaping generator": "configMapGenerator:\n- name: stolen\n  files:\n  - ../../../../../../etc/hostname\n",
+		"env file":           "configMapGenerator:\n- name: stolen\n  envs:\n  - /proc/self/environ\n",
+	} {
+		objs, err := Render(Files{"site/kustomization.yaml": []byte(k)}, "site")
+		require.Error(t, err, name)
+		assert.NotContains(t, err.Error(), strings.TrimSpace(string(host)), name)
+		assert.Empty(t, objs, name)
+	}
+}
