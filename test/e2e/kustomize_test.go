@@ -3,25 +3,29 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"reverser.dev/reverser/test/controlplane"
 )
 
 // kustomized seeds the repository with a kustomization that generates a
-// ConfigMap and lists a plain one, and applies its render to the namespace,
-// as an applier would have before Reverser came.
-func kustomized(f *mirrorFixture) {
-	t := f.t
-	work := filepath.Join(t.TempDir(), "work")
-	git(t, filepath.Dir(work), "clone", "--quiet", f.url, work)
-	dir := filepath.Join(work, mirrorPath)
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), fmt.Appendf(nil, `namespace: %s
+// ConfigMap and lists a plain one, and has the real Flux apply it into the
+// namespace (interval 24h: it applies when asked), as it was before
+// Reverser came. extra is added to the kustomization.
+func kustomized(extra string) func(f *mirrorFixture) {
+	return func(f *mirrorFixture) {
+		t := f.t
+		work := filepath.Join(t.TempDir(), "work")
+		git(t, filepath.Dir(work), "clone", "--quiet", f.url, work)
+		dir := filepath.Join(work, mirrorPath)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), fmt.Appendf(nil, `namespace: %s
 # The shop's settings, generated.
 configMapGenerator:
 - name: settings
@@ -30,43 +34,49 @@ configMapGenerator:
   - size=large
 resources:
 - app.yaml
-`, f.ns), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  greeting: hi\n"), 0o644))
-	git(t, work, "add", "-A")
-	git(t, work, "commit", "--quiet", "-m", "The shop")
-	git(t, work, "push", "--quiet", "origin", "HEAD:main")
-	applyRender(t, f)
+%s`, f.ns, extra), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "app.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  greeting: hi\n"), 0o644))
+		git(t, work, "add", "-A")
+		git(t, work, "commit", "--quiet", "-m", "The shop")
+		git(t, work, "push", "--quiet", "origin", "HEAD:main")
+		f.flux = fluxSync(t, f.url, "./"+mirrorPath, f.ns, "24h")
+		waitApplied(t, f.flux, git(t, work, "rev-parse", "HEAD"))
+	}
 }
 
-// applyRender applies `kustomize build` of the remote's folder, as Flux
-// would, pruning the ConfigMaps it no longer renders.
-func applyRender(t *testing.T, f *mirrorFixture) string {
+// fluxApplies asks Flux to fetch and apply the remote's head, pruning what
+// it no longer renders, and waits until it has.
+func fluxApplies(t *testing.T, f *mirrorFixture) {
 	t.Helper()
-	work := filepath.Join(t.TempDir(), "render")
-	git(t, filepath.Dir(work), "clone", "--quiet", f.url, work)
-	out, err := exec.Command("kubectl", "kustomize", filepath.Join(work, mirrorPath)).Output()
-	require.NoError(t, err)
-	kubectlOK(t, admin, string(out), "apply", "-f", "-", "--prune", "-n", f.ns, "-l", "!reverser-e2e-keep", "--prune-allowlist=core/v1/ConfigMap")
-	return string(out)
+	now := time.Now().Format(time.RFC3339Nano)
+	for _, kind := range []string{"gitrepository", "kustomization"} {
+		kubectlOK(t, admin, "", "annotate", "--overwrite", "-n", controlplane.FluxNamespace, kind, f.flux, "reconcile.fluxcd.io/requestedAt="+now)
+	}
+	waitApplied(t, f.flux, git(t, f.bare, "rev-parse", "main"))
+}
+
+func (f *mirrorFixture) generatedName(prefix string) string {
+	f.t.Helper()
+	out := kubectlOK(f.t, admin, "", "get", "configmaps", "-n", f.ns, "-o", "name")
+	for _, n := range strings.Fields(out) {
+		if strings.HasPrefix(n, "configmap/"+prefix+"-") {
+			return strings.TrimPrefix(n, "configmap/")
+		}
+	}
+	f.t.Fatalf("no generated ConfigMap %s in %s", prefix, out)
+	return ""
 }
 
 // TestAGeneratedConfigMapIsWrittenIntoItsGenerator: a live edit of a
 // generated ConfigMap changes the generator's literal in Git, the render
-// equals the cluster, and no stray document appears; the applier's new
-// generation and its pruning of the old commit nothing.
+// equals the cluster, and no stray document appears; Flux's new generation
+// and its pruning of the old commit nothing.
 func TestAGeneratedConfigMapIsWrittenIntoItsGenerator(t *testing.T) {
 	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
-    resources: [configmaps]`, seed: kustomized})
+    resources: [configmaps]`, seed: kustomized("")})
 	f.waitReady()
 	seed := git(t, f.bare, "rev-parse", "main")
-	generated := strings.TrimSpace(kubectlOK(t, admin, "", "get", "configmaps", "-n", f.ns, "-o", "name"))
-	var settings string
-	for _, n := range strings.Fields(generated) {
-		if strings.HasPrefix(n, "configmap/settings-") {
-			settings = strings.TrimPrefix(n, "configmap/")
-		}
-	}
-	require.NotEmpty(t, settings, "the generated ConfigMap: %s", generated)
+	settings := f.generatedName("settings")
 
 	kubectlOK(t, alice, "", "patch", "configmap", settings, "-n", f.ns, "--type=merge", "-p", `{"data":{"color":"red"}}`)
 	f.waitFile(mirrorPath+"/kustomization.yaml", func(s string) bool { return strings.Contains(s, "color=red") }, "the literal written back")
@@ -77,12 +87,50 @@ func TestAGeneratedConfigMapIsWrittenIntoItsGenerator(t *testing.T) {
 		assert.NotContains(t, p, "/configmaps/", "no stray document beside the sources: %s", p)
 	}
 
-	// Flux applies the new generation and prunes the old: nothing to commit.
-	render := applyRender(t, f)
-	assert.Contains(t, render, "color: red")
+	// Flux applies the new generation and prunes the old: the render equals
+	// the cluster, and nothing is committed for it.
 	writeBack := git(t, f.bare, "rev-parse", "main")
+	fluxApplies(t, f)
+	renamed := f.generatedName("settings")
+	assert.NotEqual(t, settings, renamed, "kustomize's content hash names the new generation")
+	assert.Equal(t, "red", kubectlOK(t, admin, "", "get", "configmap", renamed, "-n", f.ns, "-o", "jsonpath={.data.color}"))
+	eventually(t, time.Minute, "the old generation pruned", func() (bool, error) {
+		_, err := kubectl(admin, "", "get", "configmap", settings, "-n", f.ns)
+		return err != nil, nil
+	})
 	kubectlOK(t, alice, "", "patch", "configmap", "app", "-n", f.ns, "--type=merge", "-p", `{"data":{"greeting":"hello"}}`)
 	f.waitFile(mirrorPath+"/app.yaml", func(s string) bool { return strings.Contains(s, "greeting: hello") }, "the plain document edited")
-	assert.Equal(t, writeBack, git(t, f.bare, "rev-parse", "main~1"), "the applier's new generation and pruning committed nothing")
+	assert.Equal(t, writeBack, git(t, f.bare, "rev-parse", "main~1"), "Flux's new generation and pruning committed nothing")
 	assert.NotContains(t, f.file(mirrorPath+"/app.yaml"), "namespace:", "the namespace stays the kustomization's to set")
+}
+
+// TestAChangeTheRepositoryCannotTakeIsRefusedByName: the kustomization's
+// patch sets app's greeting, so a live edit of it cannot be written: the
+// GitTarget says so by name, the other changes go on, and the refusal goes
+// when the object is as the repository says again.
+func TestAChangeTheRepositoryCannotTakeIsRefusedByName(t *testing.T) {
+	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
+    resources: [configmaps]`, seed: kustomized(`patches:
+- patch: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: app}
+    data: {greeting: hi}
+`)})
+	f.waitReady()
+	kubectlOK(t, alice, "", "patch", "configmap", "app", "-n", f.ns, "--type=merge", "-p", `{"data":{"greeting":"hello"}}`)
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "fresh", "--from-literal=a=b")
+	eventually(t, time.Minute, "the GitTarget Stalled, naming app", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "gittarget", "-n", f.ns, f.target, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}`)
+		return strings.HasPrefix(out, "WriteRefused ") && strings.Contains(out, "ConfigMap/"+f.ns+"/app cannot be written"), err
+	})
+	f.waitFile(mirrorPath+"/kustomization.yaml", func(s string) bool { return strings.Contains(s, "fresh.yaml") }, "the other change committed")
+	assert.NotContains(t, f.file(mirrorPath+"/app.yaml"), "hello", "nothing written for the refused object")
+
+	kubectlOK(t, alice, "", "patch", "configmap", "app", "-n", f.ns, "--type=merge", "-p", `{"data":{"greeting":"hi"}}`)
+	eventually(t, time.Minute, "the refusal gone", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "gittarget", "-n", f.ns, f.target, "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].reason}`)
+		return out == "", err
+	})
 }

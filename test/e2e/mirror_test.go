@@ -28,6 +28,8 @@ type mirrorFixture struct {
 	url    string
 	bare   string
 	target string
+	// flux is the Kustomization a seed had Flux apply with; empty without.
+	flux string
 }
 
 const mirrorPath = "mirror"
