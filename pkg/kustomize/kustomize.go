@@ -253,14 +253,25 @@ func generatorEntry(files Files, file, kind, orgName, orgNamespace string) (name
 	default:
 		return "", "", fmt.Errorf("%s: objects of a %s are not written back", file, kind)
 	}
+	// The name may carry the prefixes and suffixes of the kustomizations
+	// above: the entry whose name it holds, the longest one, made it.
+	base := orgName
+	if len(orgName) > hashLen+1 && orgName[len(orgName)-hashLen-1] == '-' {
+		base = orgName[:len(orgName)-hashLen-1]
+	}
 	var found []types.GeneratorArgs
 	for _, g := range args {
 		ns := g.Namespace
 		if ns == "" {
 			ns = k.Namespace
 		}
-		hashed := strings.HasPrefix(orgName, g.Name+"-") && len(orgName) == len(g.Name)+1+hashLen
-		if ns == orgNamespace && (orgName == g.Name || hashed) {
+		if ns != orgNamespace || !(base == g.Name || orgName == g.Name || strings.Contains(base, g.Name)) {
+			continue
+		}
+		switch {
+		case len(found) == 0 || len(g.Name) > len(found[0].Name):
+			found = []types.GeneratorArgs{g}
+		case len(g.Name) == len(found[0].Name):
 			found = append(found, g)
 		}
 	}

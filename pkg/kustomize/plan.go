@@ -280,6 +280,10 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, strin
 	var err error
 	if o.Source.Kind == FromGenerator {
 		edits, err = planGenerated(files, o, ch)
+		if err == nil && len(edits) > 0 && !under(o.Source.File, dir) {
+			err = refuse(ch.ID, "its generator is in %s, a base outside %s that other folders may build too", o.Source.File, dir)
+			edits = nil
+		}
 	} else {
 		var done bool
 		if edits, done, err = planTransformed(files, dir, o, ch); err == nil && !done {

@@ -230,18 +230,18 @@ func TestAnUnchangedObjectPlansNoWrite(t *testing.T) {
 	assert.Empty(t, edits, "a live object the generator already renders")
 }
 
-// Two generated ConfigMaps of one kustomization deleted in one commit: the
-// second plan reads the first's result.
+// Two generated ConfigMaps of one kustomization deleted in one commit.
 func TestTwoGeneratedConfigMapsDeletedTogether(t *testing.T) {
 	files := repo(t, "generator")
+	var changes []Change
 	for _, name := range []string{"settings", "environment"} {
 		_, _, id := rendered(t, files, "app", ID{Kind: "ConfigMap", Namespace: "shop", Name: name + "-0000000000"}, func(map[string]any) {})
-		edits, err := Plan(files, "app", Change{ID: id})
-		require.NoError(t, err, name)
-		for _, e := range edits {
-			files[e.File] = e.Content
-		}
+		changes = append(changes, Change{ID: id})
 	}
+	edits, outcomes, err := PlanAll(files, "app", changes)
+	require.NoError(t, err)
+	assert.Equal(t, []Outcome{{Verb: "delete"}, {Verb: "delete"}}, outcomes)
+	require.Len(t, edits, 1)
 	assert.Equal(t, `namespace: shop
 configMapGenerator:
 - name: properties
@@ -253,7 +253,25 @@ secretGenerator:
   - token=not-a-secret
 resources:
 - deployment.yaml
-`, string(files["app/kustomization.yaml"]))
+`, string(edits[0].Content))
+}
+
+// A generator in a base the overlay builds: what it already renders plans
+// nothing; a change that would write into it is refused.
+func TestAGeneratorInAReadOnlyBase(t *testing.T) {
+	files := repo(t, "generator")
+	files["overlay/kustomization.yaml"] = []byte("resources:\n- ../app\nnamePrefix: x-\n")
+	old, live, id := rendered(t, files, "overlay", ID{Kind: "ConfigMap", Namespace: "shop", Name: "x-settings-0000000000"}, func(map[string]any) {})
+	edits, err := Plan(files, "overlay", Change{ID: id, Old: old, New: live})
+	require.NoError(t, err)
+	assert.Empty(t, edits)
+	old, live, id = rendered(t, files, "overlay", ID{Kind: "ConfigMap", Namespace: "shop", Name: "x-settings-0000000000"}, func(o map[string]any) {
+		data(o)["color"] = "red"
+	})
+	_, err = Plan(files, "overlay", Change{ID: id, Old: old, New: live})
+	var r *Refusal
+	require.True(t, errors.As(err, &r), "%v", err)
+	assert.Contains(t, r.Reason, "app/kustomization.yaml, a base outside overlay")
 }
 
 // values.yaml is both a generator input and a HelmRelease's values file:
