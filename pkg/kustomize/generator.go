@@ -16,11 +16,7 @@ import (
 // file; a new key becomes a literal of the entry; a removed key leaves its
 // literal or its line.
 func writeGeneratorData(files Files, kfile string, args types.GeneratorArgs, src Source, old, now map[string]string, id ID) ([]Edit, error) {
-	k, err := kyaml.Parse(string(files[kfile]))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", kfile, err)
-	}
-	entry, err := generatorNode(k, src)
+	k, entry, err := parseGenerator(files, kfile, src)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +110,15 @@ func inputOf(files Files, dir string, args types.GeneratorArgs, key string) (whe
 	return "", ""
 }
 
+// parseGenerator parses a kustomization and finds src's entry in it.
+func parseGenerator(files Files, kfile string, src Source) (k, entry *kyaml.RNode, err error) {
+	if k, err = kyaml.Parse(string(files[kfile])); err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", kfile, err)
+	}
+	entry, err = generatorNode(k, src)
+	return k, entry, err
+}
+
 // generatorNode finds the configMapGenerator entry of src in a parsed
 // kustomization, by name and namespace.
 func generatorNode(k *kyaml.RNode, src Source) (*kyaml.RNode, error) {
@@ -187,12 +192,8 @@ func setEnvLine(content []byte, key, value string, keep bool) []byte {
 
 // removeGenerator removes a deleted ConfigMap's generator entry. Its input
 // files stay: another entry, or a HelmRelease, may read them.
-func removeGenerator(files Files, kfile string, src Source, ch Change) ([]Edit, error) {
-	k, err := kyaml.Parse(string(files[kfile]))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", kfile, err)
-	}
-	entry, err := generatorNode(k, src)
+func removeGenerator(files Files, kfile string, src Source) ([]Edit, error) {
+	k, entry, err := parseGenerator(files, kfile, src)
 	if err != nil {
 		return nil, err
 	}

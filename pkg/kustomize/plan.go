@@ -661,7 +661,7 @@ func planGenerated(files Files, o Object, ch Change) ([]Edit, error) {
 		return nil, refuse(ch.ID, "its generator entry %s is not in %s", o.Source.Generator, kfile)
 	}
 	if ch.New == nil {
-		return removeGenerator(files, kfile, o.Source, ch)
+		return removeGenerator(files, kfile, o.Source)
 	}
 	oldData, err := dataOf(o.YAML)
 	if ch.Old != nil {
