@@ -265,6 +265,12 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, strin
 		verb = "delete"
 	}
 	o := before[i]
+	if ch.Old != nil && ch.New != nil && !renderShows(ch.Old, o.YAML) {
+		// The repository changed under the object since its last state
+		// (a foreign commit): the cluster's state is re-asserted on what
+		// the render sets, as when the state before is not known.
+		ch.Old = nil
+	}
 	if ch.Old == nil && ch.New != nil {
 		// The state before is not known (a snapshot, a restart): the
 		// render stands in for it, and only what the render sets counts,
@@ -570,21 +576,10 @@ func (pl *Planner) verify(next Files, dir string, before []Object, changes []Cha
 }
 
 // rendersAs checks a rendered object against the live one, on the fields
-// the render sets.
+// the render sets (a generated name's content hash is kustomize's to
+// choose).
 func rendersAs(o Object, ch Change) error {
-	var want, got map[string]any
-	if err := kyaml.Unmarshal(ch.New, &want); err != nil {
-		return err
-	}
-	if err := kyaml.Unmarshal(o.YAML, &got); err != nil {
-		return err
-	}
-	if o.Source.Kind == FromGenerator {
-		// The content hash is kustomize's to choose.
-		unname(want)
-		unname(got)
-	}
-	if !reflect.DeepEqual(project(want, got), got) {
+	if !renderShows(ch.New, o.YAML) {
 		return refuse(ch.ID, "the render would not equal the live object (a transformer sets what changed)")
 	}
 	return nil
@@ -618,6 +613,21 @@ func project(live, shape any) any {
 	default:
 		return live
 	}
+}
+
+// renderShows tells whether the render shows live on the fields it sets.
+func renderShows(live, render []byte) bool {
+	var l, r any
+	if kyaml.Unmarshal(live, &l) != nil || kyaml.Unmarshal(render, &r) != nil {
+		return false
+	}
+	if lm, ok := l.(map[string]any); ok {
+		unname(lm)
+	}
+	if rm, ok := r.(map[string]any); ok {
+		unname(rm)
+	}
+	return reflect.DeepEqual(project(l, r), r)
 }
 
 func projectYAML(live, shape []byte) ([]byte, error) {

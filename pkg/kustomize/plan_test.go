@@ -449,3 +449,13 @@ func TestANewObjectWithNowhereToGoIsRefused(t *testing.T) {
 	var r *Refusal
 	require.True(t, errors.As(err, &r), "%v", err)
 }
+
+// A foreign commit changed the source under a known object: its next
+// change re-asserts the cluster's state on what the render sets.
+func TestAForeignCommitUnderAKnownObjectIsReasserted(t *testing.T) {
+	files := repo(t, "resources")
+	live, _, _ := rendered(t, files, "site", ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, func(map[string]any) {})
+	files["site/settings.yaml"] = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: green # by hand\n")
+	got := planned(t, files, "site", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, Old: live, New: live})
+	assert.Equal(t, map[string]string{"site/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue # by hand\n"}, got)
+}
