@@ -113,6 +113,12 @@ func (d *docIndex) wrote(changes map[string][]byte, known map[string]kustomize.I
 	}
 }
 
+// holds tells whether the file p holds id: a document at its layout path
+// stays the one written, even when a copy exists elsewhere.
+func (d *docIndex) holds(p string, id kustomize.ID) bool {
+	return slices.Contains(d.ids[p], id)
+}
+
 // elsewhere is the file under base, other than p, that holds id.
 func (d *docIndex) elsewhere(id kustomize.ID, base, p string) string {
 	for _, q := range d.where[id] {

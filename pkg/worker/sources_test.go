@@ -146,3 +146,18 @@ func TestAKustomizedWriteThatFailsIsWrittenOnceItCan(t *testing.T) {
 	assert.Equal(t, commits+1, c.commitCount(), "written once")
 	assert.Equal(t, "Reverser: update ConfigMap shop/settings", c.git(bare, "log", "-1", "--format=%s", "main"))
 }
+
+// A copy at the layout path (written before this rule existed) stays the
+// one written; the other file is left as it is.
+func TestALayoutCopyStaysTheOneWritten(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		"site/apps/web.yaml":            configMap("web", "blue"),
+		"site/shop/configmaps/web.yaml": configMap("web", "blue"),
+	})
+	c := startClocked(t, url, shop)
+	c.bare = bare
+	c.sendTo(shop, "web", configMap("web", "red"), false)
+	c.step(shop.Window.Silence)
+	assert.Contains(t, c.remoteShow("site/shop/configmaps/web.yaml"), "color: red")
+	assert.Contains(t, c.remoteShow("site/apps/web.yaml"), "color: blue")
+}

@@ -664,7 +664,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
-		if id, ok := w.idOf(t, p); ok && (kustomized || w.docs.elsewhere(id, t.cfg.Path, p) != "") {
+		if id, ok := w.idOf(t, p); ok && (kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
 			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
 			if held {
 				ch.New = d.content
