@@ -369,10 +369,7 @@ func planDocument(files Files, dir string, o Object, ch Change) ([]Edit, error) 
 		}
 		return edits, nil
 	}
-	if ch.Old == nil {
-		ch.Old = o.YAML
-	}
-	return spliceDocument(files, loc, ch)
+	return spliceDocument(files, loc, ch) // planOne has set ch.Old
 }
 
 // documentOf finds the document an object comes from among its file's
