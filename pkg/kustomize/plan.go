@@ -296,7 +296,17 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, strin
 			edits, err = planDocument(files, dir, o, ch)
 		}
 	}
-	if err == nil && len(edits) == 0 && ch.New != nil {
+	for _, e := range edits {
+		if err == nil && !under(e.File, dir) {
+			// A GitTarget writes its own folder only: another target's, or
+			// files nobody mirrors, are not its to change.
+			err = refuse(ch.ID, "writing it would change %s, outside %s", e.File, dir)
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if len(edits) == 0 && ch.New != nil {
 		// Nothing to write: right when the render already shows the live
 		// object, a refusal when what changed is not the sources' to say.
 		err = rendersAs(o, ch)
@@ -365,7 +375,7 @@ func planDocument(files Files, dir string, o Object, ch Change) ([]Edit, error) 
 			return nil, err
 		}
 		if len(edits) == 1 && edits[0].Content == nil {
-			return dropResourceEntry(files, edits, o.Source.File)
+			return dropResourceEntry(files, dir, edits, o.Source.File)
 		}
 		return edits, nil
 	}
@@ -494,10 +504,11 @@ func planNew(files Files, dir string, ch Change) ([]Edit, error) {
 }
 
 // dropResourceEntry removes a deleted file from resources: of the
-// kustomization that lists it.
-func dropResourceEntry(files Files, edits []Edit, file string) ([]Edit, error) {
+// kustomizations under dir that list it; those elsewhere are not the
+// target's to write.
+func dropResourceEntry(files Files, dir string, edits []Edit, file string) ([]Edit, error) {
 	for _, kfile := range sortedPaths(files) {
-		if !IsKustomization(kfile) {
+		if !IsKustomization(kfile) || !under(kfile, dir) {
 			continue
 		}
 		k, err := kyaml.Parse(string(files[kfile]))

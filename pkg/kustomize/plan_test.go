@@ -2,6 +2,7 @@ package kustomize
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -458,4 +459,18 @@ func TestAForeignCommitUnderAKnownObjectIsReasserted(t *testing.T) {
 	files["site/settings.yaml"] = []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: green # by hand\n")
 	got := planned(t, files, "site", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}, Old: live, New: live})
 	assert.Equal(t, map[string]string{"site/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue # by hand\n"}, got)
+}
+
+// Tenancy: a plan writes only under its folder. Another team's
+// kustomization that lists this folder's file is left as it is when the
+// object goes.
+func TestAPlanNeverWritesOutsideItsFolder(t *testing.T) {
+	files := repo(t, "resources")
+	files["other-team/kustomization.yaml"] = []byte("resources:\n- ../site/settings.yaml\n")
+	got := planned(t, files, "site", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "settings"}})
+	assert.Contains(t, got, "site/kustomization.yaml")
+	assert.NotContains(t, got, "other-team/kustomization.yaml")
+	for f := range got {
+		assert.True(t, strings.HasPrefix(f, "site/"), "%s is outside site", f)
+	}
 }
