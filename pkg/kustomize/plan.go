@@ -229,16 +229,8 @@ func applyEdits(files Files, touched map[string]bool, edits []Edit) {
 
 func editsOf(files Files, touched map[string]bool) []Edit {
 	var out []Edit
-	for _, p := range sortedPaths(toFiles(touched)) {
+	for _, p := range slices.Sorted(maps.Keys(touched)) {
 		out = append(out, Edit{File: p, Content: files[p]})
-	}
-	return out
-}
-
-func toFiles(set map[string]bool) Files {
-	out := Files{}
-	for p := range set {
-		out[p] = []byte{}
 	}
 	return out
 }

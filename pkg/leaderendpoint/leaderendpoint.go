@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -118,16 +119,9 @@ func (p *Publisher) Publish(ctx context.Context) error {
 // Keep publishes now and every interval until ctx ends, so a slice someone
 // deleted or edited comes back.
 func (p *Publisher) Keep(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := p.Publish(ctx); err != nil && ctx.Err() == nil {
 			klog.ErrorS(err, "Publishing the leader's audit endpoint")
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	}, every)
 }

@@ -124,7 +124,7 @@ func (w *Worker) noWindow(t *target, s *SaveRequest, why string) {
 		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: why})
 		return
 	}
-	if err := w.commit(t.cfg.Key, s.Author, map[string][]byte{}, saveMessage(s, nil), w.clock.Now(), s); err != nil {
+	if err := w.commit(t.cfg.Key, s.Author, map[string][]byte{}, nil, saveMessage(s, nil), w.clock.Now(), s); err != nil {
 		w.endSave(s, SaveResult{Outcome: SaveNoWindow, Message: "the empty commit failed: " + err.Error()})
 	}
 }

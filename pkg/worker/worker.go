@@ -144,9 +144,6 @@ type Worker struct {
 	// what a kustomized folder reads (sources.go).
 	docs  *docIndex
 	blobs map[plumbing.Hash][]byte
-	// known are the objects of the next commit's layout documents, so that
-	// indexing them needs no parsing.
-	known map[string]kustomize.ID
 }
 
 type target struct {
@@ -660,7 +657,9 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	changes := map[string][]byte{}
 	var lines []string
 	kustomized := w.kustomized(t)
-	w.known = map[string]kustomize.ID{}
+	// The objects of the layout documents written, so that indexing them
+	// needs no parsing.
+	known := map[string]kustomize.ID{}
 	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
@@ -686,7 +685,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		if held {
 			changes[p] = d.content
 			if d.id != (kustomize.ID{}) {
-				w.known[p] = d.id
+				known[p] = d.id
 			}
 		} else {
 			changes[p] = nil
@@ -721,7 +720,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 				Message: "the window held no change that Git does not have already; spec.whenNothingToCommit: CommitEmpty commits anyway"})
 			return nil
 		}
-		if err := w.commit(t.cfg.Key, win.author, changes, saveMessage(s, lines), win.firstSeen, s); err != nil {
+		if err := w.commit(t.cfg.Key, win.author, changes, known, saveMessage(s, lines), win.firstSeen, s); err != nil {
 			return err
 		}
 		done()
@@ -730,7 +729,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		return nil
 	}
 	if len(changes) > 0 {
-		if err := w.commit(t.cfg.Key, win.author, changes, commitMessage(t.cfg.Path, lines), win.firstSeen, nil); err != nil {
+		if err := w.commit(t.cfg.Key, win.author, changes, known, commitMessage(t.cfg.Path, lines), win.firstSeen, nil); err != nil {
 			return err
 		}
 	}
@@ -751,7 +750,9 @@ func commitMessage(base string, lines []string) string {
 	return subject + "\n\n" + strings.Join(lines, "\n") + "\n"
 }
 
-func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, message string, seen time.Time,
+// commit writes changes; known names the objects of some of them, for the
+// document index.
+func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, known map[string]kustomize.ID, message string, seen time.Time,
 	save *SaveRequest) error {
 	start := w.clock.Now()
 	if w.commitErr != nil {
@@ -776,8 +777,7 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 			blobs[p] = w.index[p]
 		}
 	}
-	w.docs.wrote(changes, w.known)
-	w.known = nil
+	w.docs.wrote(changes, known)
 	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
 		sha: sha.String(), save: save})
 	w.reporter.Committed(key, sha.String(), start)
@@ -914,7 +914,7 @@ func (w *Worker) replay() error {
 			w.refused = w.refused[1:]
 			continue
 		}
-		if err := w.commit(c.target, c.author, changes, c.message, c.seen, c.save); err != nil {
+		if err := w.commit(c.target, c.author, changes, nil, c.message, c.seen, c.save); err != nil {
 			return fmt.Errorf("replaying a refused commit: %w", err)
 		}
 		w.refused = w.refused[1:]
