@@ -217,13 +217,14 @@ func run(ctx context.Context, o options) error {
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
-		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: func(target string) (commitrequest.Saver, string, bool) {
-			w, domain, ok := c.Saver(target)
-			if !ok {
-				return nil, "", false
-			}
-			return w, domain, true
-		}}, rev, factory))
+		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: c.Saver}, rev, factory))
+	// Source clusters' CommitRequests, for KubeProviders whose
+	// spec.commitRequests serves them.
+	sources := commitrequest.NewSources(commitrequest.SourcesConfig{
+		Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, SaveTimeout: o.saveTimeout,
+			Savers: c.Saver},
+		Reverser: rev, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
+	})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -278,6 +279,11 @@ func run(ctx context.Context, o options) error {
 		go func() {
 			if err := saves.Run(ctx, 2); err != nil {
 				klog.ErrorS(err, "CommitRequest controller stopped")
+			}
+		}()
+		go func() {
+			if err := sources.Run(ctx); err != nil {
+				klog.ErrorS(err, "Source-cluster CommitRequest front ends stopped")
 			}
 		}()
 		go func() {

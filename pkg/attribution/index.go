@@ -134,6 +134,20 @@ func (x *Index) Take(k Key, consumer string) (Fact, bool) {
 	return e.fact, true
 }
 
+// Peek returns the fact of a write, if it has arrived, without taking it:
+// for a reader that may ask again after a failed write, as the
+// CommitRequest core does for a request's own create.
+func (x *Index) Peek(k Key) (Fact, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.expireLocked()
+	el, ok := x.facts[k]
+	if !ok {
+		return Fact{}, false
+	}
+	return el.Value.(*entry).fact, true
+}
+
 // LastReceived is when a provider's route last delivered a fact.
 func (x *Index) LastReceived(provider string) (time.Time, bool) {
 	x.mu.Lock()

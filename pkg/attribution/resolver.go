@@ -24,6 +24,15 @@ type Resolver struct {
 	Committer gitrepo.Signature
 }
 
+// Unnamed is the author of the changes no audit fact names: the committer
+// when the provider sends no audit events, else the unresolved author.
+func (r *Resolver) Unnamed() gitrepo.Signature {
+	if !r.Enabled || r.Index == nil {
+		return r.Committer
+	}
+	return Unresolved(r.Domain)
+}
+
 // key is the key of ch's fact: the object and its resourceVersion, or for a
 // delete its UID and DeleteMarker.
 func (r *Resolver) key(ch watch.Change) Key {

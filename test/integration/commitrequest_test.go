@@ -144,7 +144,9 @@ func startSaves(t *testing.T, ttl time.Duration) *saveHarness {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{
 		Kube: kubefake.NewClientset(), Authorizer: authz, TTL: ttl, Clock: h.clock,
-		Savers: func(string) (commitrequest.Saver, string, bool) { return h.saver, "example.com", true },
+		Savers: func(string) (commitrequest.SaveTarget, bool) {
+			return commitrequest.SaveTarget{Saver: h.saver, Domain: "example.com"}, true
+		},
 	}, h.writes, factory))
 	runCtx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

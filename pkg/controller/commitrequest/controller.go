@@ -45,6 +45,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/loop"
+	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
@@ -61,9 +62,32 @@ type Saver interface {
 	FindSave(ctx context.Context, id string, done func(sha string, err error))
 }
 
-// Savers finds the Saver of a GitTarget ("namespace/name") and the email
-// domain its authors are mapped with.
-type Savers func(target string) (saver Saver, domain string, ok bool)
+// SaveTarget is where a GitTarget's saves go.
+type SaveTarget struct {
+	Saver Saver
+	// Domain is the email domain authors are mapped with.
+	Domain string
+	// Unnamed is the author of the changes nobody is named for (the
+	// GitProvider's committer when the KubeProvider sends no audit, else
+	// the unresolved author): what a request nobody is named for saves.
+	Unnamed gitrepo.Signature
+}
+
+// Savers finds where the saves of a GitTarget ("namespace/name") go.
+type Savers func(target string) (SaveTarget, bool)
+
+// Requester is who made a request, as far as the facts tell.
+type Requester struct {
+	// User made the request; nil when nobody is named.
+	User *v1.Author
+	// Unnamed: the cluster the request lives on names nobody (it sends no
+	// audit events), so the request saves the window of the changes
+	// nobody is named for.
+	Unnamed bool
+	// Unresolved, when nobody is known, says why: the AuthorUnresolved
+	// message.
+	Unresolved string
+}
 
 // Config wires the core to one way in.
 type Config struct {
@@ -77,9 +101,23 @@ type Config struct {
 	// KubeProvider are this front end's. Nil: the control-cluster rule,
 	// inCluster providers.
 	Owns func(*v1.KubeProvider) bool
-	// Author returns who made a request, or ok=false while it is not known
-	// yet. Nil: status.author, as our API server stamps it.
-	Author func(*v1.CommitRequest) (username string, ok bool)
+	// Author returns who made a request; neither a User nor Unnamed is
+	// AuthorUnresolved, unless a positive retry asks again after it (a
+	// fact still on its way).
+	Author func(cr *v1.CommitRequest, kp *v1.KubeProvider) (r Requester, retry time.Duration)
+	// Admit decides whether a GitTarget's grants admit a request.
+	Admit func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (admission.GrantDecision, error)
+	// Foreign, when set, is the refusal (NotAllowed) of a request for a
+	// GitTarget another front end owns. Nil leaves such a request alone: a
+	// non-owner writes nothing but GitTargetNotFound.
+	Foreign func(kp *v1.KubeProvider, target string) string
+	// KeepFinished leaves finished requests in place: no deletion stamp,
+	// no deletion (a source cluster's spec.commitRequests: Reconcile).
+	KeepFinished bool
+	// NamedTargetsOnly skips requests whose spec.gitTargetRef has no
+	// namespace: on a source cluster the request's own namespace says
+	// nothing about where the GitTarget is.
+	NamedTargetsOnly bool
 	// Kube reads namespace labels for Selector grants.
 	Kube kubernetes.Interface
 	// Authorizer, when set, checks again at the claim that the author may
@@ -105,15 +143,26 @@ type Config struct {
 
 // ControlCluster completes cfg as the control-cluster front end: requests
 // of our own API, for GitTargets of inCluster KubeProviders, authored by
-// status.author.
+// status.author, admitted by consumerNamespaces grants; a request for a
+// GitTarget that mirrors another cluster is NotAllowed.
 func ControlCluster(cfg Config, reverser versioned.Interface, factory informers.SharedInformerFactory) Config {
 	cfg.Requests, cfg.RequestsFactory, cfg.Control = reverser, factory, factory
 	cfg.Owns = func(kp *v1.KubeProvider) bool { return kp.Spec.InCluster }
-	cfg.Author = func(cr *v1.CommitRequest) (string, bool) {
-		if cr.Status.Author == nil {
-			return "", false
+	cfg.Author = func(cr *v1.CommitRequest, _ *v1.KubeProvider) (Requester, time.Duration) {
+		return Requester{User: cr.Status.Author,
+			Unresolved: "status.author is empty: the request was not created through the reverser.dev API server"}, 0
+	}
+	cfg.Admit = func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, _ *v1.KubeProvider) (admission.GrantDecision, error) {
+		return admission.AdmitsConsumer(ctx, toInternalGrants(gt.Spec.AllowedCommitRequests), gt.Namespace, cr.Namespace, cfg.namespaceLabels)
+	}
+	cfg.Foreign = func(kp *v1.KubeProvider, target string) string {
+		if kp.Spec.CommitRequests == v1.CommitRequestsIgnore {
+			return fmt.Sprintf("GitTarget %s mirrors another cluster through KubeProvider %s, which serves no CommitRequests: "+
+				"set the provider's spec.commitRequests to Reconcile, then save on that cluster", target, kp.Name)
 		}
-		return cr.Status.Author.Username, true
+		return fmt.Sprintf("GitTarget %s mirrors another cluster through KubeProvider %s: save on that cluster, "+
+			"with a CommitRequest whose spec.gitTargetRef names namespace %q (docs/kcp.md shows how to install the kind there)",
+			target, kp.Name, strings.SplitN(target, "/", 2)[0])
 	}
 	return cfg
 }
@@ -128,6 +177,9 @@ type Controller struct {
 	synced  []cache.InformerSynced
 
 	started time.Time
+	// detach removes the handler New added to the shared GitTarget
+	// informer, which outlives a source front end.
+	detach func()
 
 	mu      sync.Mutex
 	flights map[types.UID]*flight
@@ -172,10 +224,12 @@ func New(cfg Config) *Controller {
 	})
 	utilruntime.Must(err)
 	// A GitTarget created after a request may now serve it.
-	_, err = ctl.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	targets := ctl.GitTargets().Informer()
+	reg, err := targets.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.enqueueFor(obj) },
 	})
 	utilruntime.Must(err)
+	c.detach = func() { _ = targets.RemoveEventHandler(reg) }
 	c.synced = []cache.InformerSynced{r.CommitRequests().Informer().HasSynced, ctl.GitTargets().Informer().HasSynced,
 		ctl.KubeProviders().Informer().HasSynced}
 	return c
@@ -199,6 +253,7 @@ func (c *Controller) enqueueFor(obj any) {
 
 // Run serves CommitRequests until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	defer c.detach()
 	return loop.Run(ctx, c.queue, c.synced, workers, "CommitRequest", c.reconcile)
 }
 
@@ -228,6 +283,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		c.forget(cr.UID)
 		return c.retain(ctx, cr)
 	}
+	if c.cfg.NamedTargetsOnly && cr.Spec.GitTargetRef.Namespace == "" {
+		return 0, nil // no owner can be told; the CRD requires the namespace
+	}
 	targetKey := targetNamespace(cr) + "/" + cr.Spec.GitTargetRef.Name
 	gt, err := c.targets.GitTargets(targetNamespace(cr)).Get(cr.Spec.GitTargetRef.Name)
 	if apierrors.IsNotFound(err) {
@@ -253,17 +311,15 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return 5 * time.Second, nil // the GitTarget reports the missing provider
 	}
 	if !c.cfg.Owns(kp) {
-		if kp.Spec.CommitRequests == v1.CommitRequestsIgnore {
-			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: fmt.Sprintf(
-				"GitTarget %s mirrors another cluster through KubeProvider %s, which serves no CommitRequests: "+
-					"save on that cluster after setting the provider's spec.commitRequests", targetKey, kp.Name)})
+		if c.cfg.Foreign == nil || ready != nil {
+			return 0, nil // the owner's, which may have claimed it already
 		}
-		return 0, nil // served on the source cluster by that provider's watch
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: c.cfg.Foreign(kp, targetKey)})
 	}
 
 	// Admission, again when a GitTarget replaced the one that admitted it.
 	if cr.Status.GitTargetUID == "" || cr.Status.GitTargetUID != string(gt.UID) {
-		decision, err := admission.AdmitsConsumer(ctx, toInternalGrants(gt.Spec.AllowedCommitRequests), gt.Namespace, cr.Namespace, c.namespaceLabels)
+		decision, err := c.cfg.Admit(ctx, cr, gt, kp)
 		if err != nil {
 			return 0, err
 		}
@@ -272,24 +328,33 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 				targetKey, decision.Reason)})
 		}
 	}
-	author, known := c.cfg.Author(cr)
-	if !known {
-		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonAuthorUnresolved, message: "nobody is known to have made this request"})
+	who, retry := c.cfg.Author(cr, kp)
+	switch {
+	case who.User == nil && !who.Unnamed && retry > 0:
+		return retry, nil // its audit fact may still arrive
+	case who.User == nil && !who.Unnamed:
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonAuthorUnresolved, message: who.Unresolved})
 	}
-	if ready == nil && c.cfg.Authorizer != nil && cr.Status.Author != nil {
-		if refusal, err := c.maySave(ctx, cr.Status.Author, gt); err != nil || refusal != "" {
+	if ready == nil && c.cfg.Authorizer != nil && who.User != nil {
+		if refusal, err := c.maySave(ctx, who.User, gt); err != nil || refusal != "" {
 			if err != nil {
 				return 0, err
 			}
 			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: refusal})
 		}
 	}
+	author := "nobody named (the cluster sends no audit events)"
+	if who.User != nil {
+		author = who.User.Username
+	}
 
-	// The claim: the first status write, before anything is saved.
+	// The claim: the first status write, before anything is saved. It
+	// records the author where no API server stamped one.
 	if ready == nil || cr.Status.GitTargetUID != string(gt.UID) {
 		updated := cr.DeepCopy()
 		updated.Status.GitTargetUID = string(gt.UID)
 		updated.Status.ObservedGeneration = cr.Generation
+		updated.Status.Author = who.User
 		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
 			Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)})
 		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
@@ -298,7 +363,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		}
 		return 0, err // the update's event brings the claimed request back here
 	}
-	return c.save(ctx, cr, gt, targetKey, author)
+	return c.save(ctx, cr, gt, targetKey, who)
 }
 
 // maySave asks, before the claim, whether the request's author may still
@@ -321,7 +386,7 @@ func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget
 
 // save hands the claimed request to its worker once, and writes the outcome
 // when the worker reports it.
-func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, targetKey, author string) (time.Duration, error) {
+func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, targetKey string, who Requester) (time.Duration, error) {
 	c.mu.Lock()
 	f, inFlight := c.flights[cr.UID]
 	var result *worker.SaveResult
@@ -341,7 +406,7 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		}
 		return 0, c.finish(ctx, cr, o)
 	}
-	saver, domain, ok := c.cfg.Savers(targetKey)
+	target, ok := c.cfg.Savers(targetKey)
 	if !ok {
 		// The GitTarget is not mirrored (yet): wait as long as the attach may,
 		// and after a restart long enough for the mirror to come back, so a
@@ -373,8 +438,13 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 		c.mu.Unlock()
 		c.queue.Add(key)
 	}
+	author := target.Unnamed
+	if who.User != nil {
+		author = attribution.Identity(who.User.Username, target.Domain)
+	}
+	saver := target.Saver
 	req := worker.SaveRequest{
-		ID: string(cr.UID), Target: targetKey, Author: attribution.Identity(author, domain),
+		ID: string(cr.UID), Target: targetKey, Author: author,
 		Message: cr.Spec.Message, Next: cr.Spec.Attach == v1.AttachNext, Empty: cr.Spec.WhenNothingToCommit == v1.NothingToCommitCommitEmpty,
 		Collect: c.cfg.Collect, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
 		Applied: applied, CatchUp: cr.Spec.CatchUp == v1.CatchUpAfterPush,
@@ -417,8 +487,8 @@ func attachTimeout(cr *v1.CommitRequest) time.Duration {
 	return 5 * time.Second
 }
 
-func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
-	ns, err := c.cfg.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+func (cfg Config) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
+	ns, err := cfg.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -554,6 +624,9 @@ func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome
 // retain stamps a finished request with its deletion time and deletes it
 // once that has passed.
 func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Duration, error) {
+	if c.cfg.KeepFinished {
+		return 0, nil
+	}
 	at, ok := cr.Annotations[DeleteAfterAnnotation]
 	if !ok {
 		when := c.cfg.Clock.Now().Add(c.cfg.TTL).UTC().Format(time.RFC3339)

@@ -64,9 +64,16 @@ func TestControlClusterFrontEnd(t *testing.T) {
 	cfg := ControlCluster(Config{}, nil, nil)
 	assert.True(t, cfg.Owns(&v1.KubeProvider{Spec: v1.KubeProviderSpec{InCluster: true}}))
 	assert.False(t, cfg.Owns(&v1.KubeProvider{}))
-	_, ok := cfg.Author(&v1.CommitRequest{})
-	assert.False(t, ok)
-	user, ok := cfg.Author(&v1.CommitRequest{Status: v1.CommitRequestStatus{Author: &v1.Author{Username: "alice"}}})
-	assert.True(t, ok)
-	assert.Equal(t, "alice", user)
+	who, retry := cfg.Author(&v1.CommitRequest{}, nil)
+	assert.Nil(t, who.User)
+	assert.False(t, who.Unnamed, "the control cluster always names the requester")
+	assert.Zero(t, retry)
+	assert.Contains(t, who.Unresolved, "status.author is empty")
+	who, _ = cfg.Author(&v1.CommitRequest{Status: v1.CommitRequestStatus{Author: &v1.Author{Username: "alice"}}}, nil)
+	assert.Equal(t, "alice", who.User.Username)
+
+	ignoring := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "far"}, Spec: v1.KubeProviderSpec{CommitRequests: v1.CommitRequestsIgnore}}
+	assert.Contains(t, cfg.Foreign(ignoring, "team/site"), "set the provider's spec.commitRequests")
+	serving := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "far"}, Spec: v1.KubeProviderSpec{CommitRequests: v1.CommitRequestsReconcile}}
+	assert.Contains(t, cfg.Foreign(serving, "team/site"), `save on that cluster, with a CommitRequest whose spec.gitTargetRef names namespace "team"`)
 }

@@ -55,6 +55,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
@@ -137,7 +138,10 @@ type Controller struct {
 type mirrorState struct {
 	workerKey string
 	domain    string // the GitProvider's authorEmailDomain
-	path      string
+	// unnamed is the author of changes nobody is named for: the committer
+	// without audit, else the unresolved author.
+	unnamed gitrepo.Signature
+	path    string
 	sourceFP  string // streams restart when the source's credentials change
 	streams   map[watch.Scope]*watch.Stream
 }
@@ -433,6 +437,10 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		c.release(wkey)
 		return asProblem(err, "SourceUnreachable")
 	}
+	authors := &attribution.Resolver{
+		Index: c.cfg.Facts, Provider: kp.Name, Consumer: key, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
+		Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
+	}
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
 		Scopes:      scopes,
@@ -440,10 +448,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
-		Authors: &attribution.Resolver{
-			Index: c.cfg.Facts, Provider: kp.Name, Consumer: key, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
-			Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
-		},
+		Authors:     authors,
 	})
 
 	var stopped []*watch.Stream
@@ -455,7 +460,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, streams: map[watch.Scope]*watch.Stream{}}
 		c.mirrors[key] = m
 	}
-	m.domain = gp.Spec.AuthorEmailDomain
+	m.domain, m.unnamed = gp.Spec.AuthorEmailDomain, authors.Unnamed()
 	for scope, s := range m.streams {
 		if !slices.Contains(scopes, scope) {
 			stopped = append(stopped, s)
@@ -799,19 +804,20 @@ func (r reporter) Refused(target string, refusals []string) {
 	r.update([]string{target}, func(rep *report) { rep.refused = refusals })
 }
 
-// Saver returns the branch worker mirroring a GitTarget and the email domain
-// its authors are mapped with, for CommitRequests; ok=false while the
-// GitTarget is not mirrored (yet).
-func (c *Controller) Saver(target string) (w *worker.Worker, domain string, ok bool) {
+// Saver returns where a GitTarget's CommitRequests are saved: its branch
+// worker, the email domain its authors are mapped with and the author of
+// the changes nobody is named for; ok=false while the GitTarget is not
+// mirrored (yet).
+func (c *Controller) Saver(target string) (t commitrequest.SaveTarget, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m, ok := c.mirrors[target]
 	if !ok {
-		return nil, "", false
+		return t, false
 	}
 	rw, ok := c.workers[m.workerKey]
 	if !ok {
-		return nil, "", false
+		return t, false
 	}
-	return rw.Worker, m.domain, true
+	return commitrequest.SaveTarget{Saver: rw.Worker, Domain: m.domain, Unnamed: m.unnamed}, true
 }

@@ -65,6 +65,14 @@ func asProblem(err error, reason string) *problem {
 	return &problem{reason: reason, message: redact.Text(err.Error()), transient: true}
 }
 
+// SourceConfig returns the REST config of a KubeProvider's cluster and a
+// fingerprint that changes when its kubeconfig Secret is rotated, for the
+// other controllers that reach source clusters. An error's message says what
+// to fix.
+func (c *Controller) SourceConfig(kp *v1.KubeProvider) (*rest.Config, string, error) {
+	return c.sourceConfig(kp)
+}
+
 // sourceConfig returns the REST config of a KubeProvider's cluster and a
 // fingerprint of where it came from: a rotated kubeconfig Secret changes it.
 func (c *Controller) sourceConfig(kp *v1.KubeProvider) (*rest.Config, string, error) {
