@@ -78,7 +78,10 @@ func saveCommand(g *globals) *cobra.Command {
 		Use:   "save <gittarget> -m <message>",
 		Short: "Commit your open changes on a GitTarget with a message, authored by you",
 		Long: "save creates a CommitRequest for the GitTarget and waits until it is Committed, or says why not.\n" +
-			"It needs verb \"save\" on the GitTarget (resource gittargets, group reverser.dev).",
+			"On the control cluster it needs verb \"save\" on the GitTarget (resource gittargets, group reverser.dev).\n" +
+			"On a source cluster (the CRD of artifacts/source, or a kcp workspace bound to the APIExport) it needs create on\n" +
+			"commitrequests there, a GitTarget grant of the namespace (sourceNamespaces), and --target-namespace: the\n" +
+			"GitTarget's namespace on the control cluster.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(message) == "" {
@@ -120,7 +123,7 @@ func saveCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&message, "message", "m", "", "the commit message (required)")
-	cmd.Flags().StringVar(&targetNS, "target-namespace", "", "namespace of the GitTarget, when it is not the request's")
+	cmd.Flags().StringVar(&targetNS, "target-namespace", "", "namespace of the GitTarget, when it is not the request's (on a source cluster: its control-cluster namespace)")
 	cmd.Flags().BoolVar(&next, "next", false, "save your next window instead of the open one")
 	cmd.Flags().BoolVar(&empty, "empty", false, "commit an empty commit with the message when nothing changed")
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the outcome")
@@ -169,7 +172,11 @@ func report(out io.Writer, cr *v1.CommitRequest) error {
 	r := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
 	fmt.Fprintf(out, "%s: %s\n", r.Reason, r.Message)
 	if cr.Status.Commit != "" {
-		fmt.Fprintf(out, "commit %s on branch %s, author %s\n", cr.Status.Commit, cr.Status.Branch, cr.Status.Author.Username)
+		author := "nobody named (the cluster sends no audit events)"
+		if cr.Status.Author != nil {
+			author = cr.Status.Author.Username
+		}
+		fmt.Fprintf(out, "commit %s on branch %s, author %s\n", cr.Status.Commit, cr.Status.Branch, author)
 	}
 	if r.Status != metav1.ConditionTrue {
 		return fmt.Errorf("not saved: %s", r.Reason)

@@ -41,3 +41,13 @@ func TestStatusShowsEachClaim(t *testing.T) {
 	assert.Regexp(t, `ArgoCDClaim team/apps\s+Application argocd/apps\s+True\s+aaaaaaa\s+-\s+`, out.String(),
 		"the GitTarget names a FluxClaim of that name, not this one")
 }
+
+// TestReportWithoutAuthor: a save on a source cluster that sends no audit
+// names nobody, and the report says so rather than failing.
+func TestReportWithoutAuthor(t *testing.T) {
+	cr := &v1.CommitRequest{Status: v1.CommitRequestStatus{Commit: "0123456789abcdef", Branch: "main",
+		Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonCommitted, Message: "Saved."}}}}
+	var out bytes.Buffer
+	require.NoError(t, report(&out, cr))
+	assert.Contains(t, out.String(), "author nobody named (the cluster sends no audit events)")
+}
