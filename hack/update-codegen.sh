@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy, defaults, conversion, OpenAPI, clientset, listers,
-# informers and apply configurations. Output is deterministic; `make verify`
+# Regenerates deepcopy, defaults, conversion, OpenAPI, the source clusters'
+# CommitRequest schema (artifacts/source), clientset, listers, informers and
+# apply configurations. Output is deterministic; `make verify`
 # runs this into a copy and fails when the tree is stale.
 #
 # UPDATE_API_KNOWN_VIOLATIONS=true refreshes hack/api_violations.list.
@@ -30,6 +31,10 @@ kube::codegen::gen_openapi \
     ${update_report:+"${update_report}"} \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
+
+# The CommitRequest CRD and kcp APIResourceSchema of source clusters, from the
+# OpenAPI definitions just generated.
+go run ./hack/source-schema
 
 schema=$(mktemp)
 trap 'rm -f "${schema}"' EXIT

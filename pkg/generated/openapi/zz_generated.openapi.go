@@ -3345,7 +3345,7 @@ func schema_pkg_apis_reverser_v1alpha1_CommitRequest(ref common.ReferenceCallbac
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "CommitRequest saves the requester's open work on a GitTarget now, as one commit with the given message, authored by the requester. Its spec cannot change after creation; status.author is set by the API server from the authenticated request.",
+				Description: "CommitRequest saves the requester's open work on a GitTarget now, as one commit with the given message, authored by the requester. Its spec cannot change after creation. status.author is set by the API server from the authenticated request on the control cluster, and by reverser-controller from the source cluster's audit event on a source cluster.\n\nSchema revision 1, compatible from revision 1.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {
@@ -3560,7 +3560,7 @@ func schema_pkg_apis_reverser_v1alpha1_CommitRequestStatus(ref common.ReferenceC
 					},
 					"author": {
 						SchemaProps: spec.SchemaProps{
-							Description: "author is the authenticated requester, written by the API server at create. Clients cannot set or change it.",
+							Description: "author is the authenticated requester: written by the API server at create on the control cluster, where clients cannot set or change it; on a source cluster written by reverser-controller when it claims the request, from that cluster's audit event of the create.",
 							Ref:         ref(v1alpha1.Author{}.OpenAPIModelName()),
 						},
 					},

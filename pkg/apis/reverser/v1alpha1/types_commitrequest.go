@@ -72,8 +72,11 @@ const (
 
 // CommitRequest saves the requester's open work on a GitTarget now, as one
 // commit with the given message, authored by the requester. Its spec cannot
-// change after creation; status.author is set by the API server from the
-// authenticated request.
+// change after creation. status.author is set by the API server from the
+// authenticated request on the control cluster, and by reverser-controller
+// from the source cluster's audit event on a source cluster.
+//
+// Schema revision 1, compatible from revision 1.
 type CommitRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
@@ -145,8 +148,10 @@ type CommitRequestStatus struct {
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// author is the authenticated requester, written by the API server at
-	// create. Clients cannot set or change it.
+	// author is the authenticated requester: written by the API server at
+	// create on the control cluster, where clients cannot set or change it;
+	// on a source cluster written by reverser-controller when it claims the
+	// request, from that cluster's audit event of the create.
 	// +optional
 	Author *Author `json:"author,omitempty"`
 	// conditions: Ready (Unknown Saving; True Committed, NoWindow or

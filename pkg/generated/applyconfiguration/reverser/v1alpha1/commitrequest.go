@@ -20,8 +20,11 @@ import (
 //
 // CommitRequest saves the requester's open work on a GitTarget now, as one
 // commit with the given message, authored by the requester. Its spec cannot
-// change after creation; status.author is set by the API server from the
-// authenticated request.
+// change after creation. status.author is set by the API server from the
+// authenticated request on the control cluster, and by reverser-controller
+// from the source cluster's audit event on a source cluster.
+//
+// Schema revision 1, compatible from revision 1.
 type CommitRequestApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`

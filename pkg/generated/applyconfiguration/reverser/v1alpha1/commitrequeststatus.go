@@ -17,8 +17,10 @@ import (
 type CommitRequestStatusApplyConfiguration struct {
 	// observedGeneration is the generation the status was computed for.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// author is the authenticated requester, written by the API server at
-	// create. Clients cannot set or change it.
+	// author is the authenticated requester: written by the API server at
+	// create on the control cluster, where clients cannot set or change it;
+	// on a source cluster written by reverser-controller when it claims the
+	// request, from that cluster's audit event of the create.
 	Author *AuthorApplyConfiguration `json:"author,omitempty"`
 	// conditions: Ready (Unknown Saving; True Committed, NoWindow or
 	// NothingToCommit; False GitTargetNotFound, NotAllowed, AuthorUnresolved,
