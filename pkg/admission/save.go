@@ -33,6 +33,7 @@ type Save struct {
 	*admission.Handler
 	authz      authorizer.Authorizer
 	gitTargets GitTargetGetter
+	remote     RemoteProvider
 	nsLabels   NamespaceLabels
 }
 
@@ -47,6 +48,10 @@ func NewSave(authz authorizer.Authorizer, nsLabels NamespaceLabels) *Save {
 // SetGitTargetGetter wires the GitTarget storage, which exists only after
 // the plugin chain is built.
 func (s *Save) SetGitTargetGetter(g GitTargetGetter) { s.gitTargets = g }
+
+// SetRemoteProvider wires the KubeProvider storage: a GitTarget that
+// mirrors another cluster is saved on that cluster, not here.
+func (s *Save) SetRemoteProvider(f RemoteProvider) { s.remote = f }
 
 // ValidateInitialization implements admission.InitializationValidator.
 func (s *Save) ValidateInitialization() error {
@@ -109,6 +114,17 @@ func (s *Save) Validate(ctx context.Context, a admission.Attributes, _ admission
 	}
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("reading GitTarget %s/%s: %w", target.Namespace, target.Name, err))
+	}
+	if s.remote != nil {
+		remote, err := s.remote(ctx, gt.Spec.KubeProviderRef.Name)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("reading KubeProvider %s: %w", gt.Spec.KubeProviderRef.Name, err))
+		}
+		if remote {
+			return admission.NewForbidden(a, fmt.Errorf("GitTarget %s/%s mirrors another cluster through KubeProvider %s: save on that "+
+				"cluster, with a CommitRequest whose spec.gitTargetRef names namespace %q (its KubeProvider must set spec.commitRequests)",
+				target.Namespace, target.Name, gt.Spec.KubeProviderRef.Name, target.Namespace))
+		}
 	}
 	grant, err := AdmitsConsumer(ctx, gt.Spec.AllowedCommitRequests, target.Namespace, a.GetNamespace(), s.nsLabels)
 	if err != nil {

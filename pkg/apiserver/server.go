@@ -102,6 +102,7 @@ func (c *Config) New() (*Server, error) {
 		return remoteProvider(ctx, gt.Spec.KubeProviderRef.Name)
 	})
 	c.Claims.SetRemoteProvider(remoteProvider)
+	c.Save.SetRemoteProvider(remoteProvider)
 
 	group := genericapiserver.NewDefaultAPIGroupInfo(reverser.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.NegotiatedSerializer = withoutProtobuf{group.NegotiatedSerializer}

@@ -328,3 +328,36 @@ func newFakeSource() *versionedfake.Clientset {
 	//lint:ignore SA1019 see above
 	return versionedfake.NewSimpleClientset()
 }
+
+// TestAControlClusterRequestForAnotherClustersGitTargetIsRefused (D4): our
+// API server refuses it at create, saying where to save; one created before
+// its GitTarget existed ends NotAllowed with the same advice.
+func TestAControlClusterRequestForAnotherClustersGitTargetIsRefused(t *testing.T) {
+	h := startSaves(t, time.Hour)
+	ctx := ctxT(t)
+	_, err := h.admin.KubeProviders().Create(ctx, remoteProvider(v1.CommitRequestsReconcile, false), metav1.CreateOptions{})
+	require.NoError(t, err)
+	far := gitTarget("far")
+	far.Spec.KubeProviderRef.Name = remote
+	far.Spec.Path = "clusters/far"
+
+	// Before the GitTarget exists the create is taken: it may come next.
+	cr := commitRequest("early", "far")
+	cr.Spec.Window.AttachTimeout = &metav1.Duration{Duration: 10 * time.Minute} // the fake clock does not move
+	_, err = h.admin.CommitRequests(ns).Create(ctx, cr, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = h.admin.GitTargets(ns).Create(ctx, far, metav1.CreateOptions{})
+	require.NoError(t, err)
+	h.poll(t, "the early request NotAllowed", func() bool {
+		c := h.ready(t, "early")
+		return c != nil && c.Reason == v1.ReasonNotAllowed
+	})
+	assert.Contains(t, h.ready(t, "early").Message, `mirrors another cluster through KubeProvider remote: save on that cluster`)
+
+	_, err = h.admin.CommitRequests(ns).Create(ctx, commitRequest("late", "far"), metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "%v", err)
+	assert.Contains(t, err.Error(), `GitTarget demo/far mirrors another cluster through KubeProvider remote: save on that cluster, `+
+		`with a CommitRequest whose spec.gitTargetRef names namespace "demo"`)
+	assert.Equal(t, 0, h.saver.count())
+}
