@@ -160,6 +160,87 @@ show kubectl get commitrequest checkout-off -n demo -o jsonpath='{.status.commit
 show kubectl get kustomization demo -n flux-system -o jsonpath='{.status.lastAppliedRevision}{"\n"}'
 show kubectl reverser status -n demo
 
+say "A second cluster: alice edits there and saves there, next to her edit (a CommitRequest on the source cluster)"
+bin/reverser-controlplane source --dir "${LOCAL_DIR}" --control-plane-bin "$(hack/build-control-plane.sh)" --name source
+# shellcheck disable=SC1091
+source "${LOCAL_DIR}/source/env"
+src() { kubectl --kubeconfig "${SOURCE_KUBECONFIG_ADMIN}" "$@"; }
+show src apply --server-side -k artifacts/source
+src wait --for=condition=Established crd/commitrequests.reverser.dev --timeout=30s >/dev/null
+src create namespace demo --dry-run=client -o yaml | src apply -f - >/dev/null
+# What Reverser's credential there may do (docs/configuration.md), and alice's rights there.
+src apply -f - >/dev/null <<'YAML'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reverser, namespace: demo}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}
+- {apiGroups: [reverser.dev], resources: [commitrequests], verbs: [get, list, watch, patch, delete]}
+- {apiGroups: [reverser.dev], resources: [commitrequests/status], verbs: [update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reverser, namespace: demo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reverser}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-source}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-edits, namespace: demo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: saves, namespace: demo}
+rules: [{apiGroups: [reverser.dev], resources: [commitrequests], verbs: [create, get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-saves, namespace: demo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: saves}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
+YAML
+kubectl create secret generic -n reverser-system source-kubeconfig --from-file=kubeconfig="${SOURCE_KUBECONFIG_REVERSER}" \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl create secret generic -n reverser-system source-audit --from-literal=token="${SOURCE_AUDIT_TOKEN}" \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply --server-side -f - <<YAML
+apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: source}
+spec:
+  kubeConfigSecretRef: {namespace: reverser-system, name: source-kubeconfig, key: kubeconfig}
+  commitRequests: ReconcileAndDeleteFinished
+  audit:
+    enabled: true
+    bearerTokenSecretRef: {namespace: reverser-system, name: source-audit, key: token}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: source-site, namespace: demo}
+spec:
+  kubeProviderRef: {name: source}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: clusters/source
+  commit: {window: {silence: 10m, maxAge: 30m}}
+  allowedCommitRequests: [{sourceNamespaces: [demo]}]
+---
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: source-configmaps, namespace: demo}
+spec:
+  gitTargetRef: {name: source-site}
+  rules: [{apiGroups: [""], resources: [configmaps]}]
+YAML
+show kubectl wait kubeprovider/source --for=condition=CommitRequestsServed --timeout=60s
+show kubectl get kubeprovider source -o jsonpath='{.status.commitRequests.namespaces}{"\n"}'
+show kubectl --kubeconfig "${SOURCE_KUBECONFIG_ALICE}" -n demo create configmap on-the-source --from-literal=where=source
+show bin/kubectl-reverser --kubeconfig "${SOURCE_KUBECONFIG_ALICE}" save source-site -n demo --target-namespace demo \
+  -m "Add on-the-source, saved on the source cluster"
+show git -C "${repo}" log -1 --stat --format='%h %an <%ae> | %s' main
+
 say "Next"
 cat <<TEXT
 The control plane is still running (state and logs in ${LOCAL_DIR}).
@@ -167,6 +248,7 @@ The control plane is still running (state and logs in ${LOCAL_DIR}).
   kubectl explain gittarget.spec               # every field, documented
   kubectl get reverser -A                      # every Reverser object
   PATH=$PWD/bin:\$PATH KUBECONFIG=\$KUBECONFIG_ALICE kubectl reverser save site -n demo -m "why"
+  source ${LOCAL_DIR}/source/env               # the source cluster: SOURCE_KUBECONFIG_ADMIN, SOURCE_KUBECONFIG_ALICE
   docs/api.md, docs/configuration.md           # the API and the server flags
   docs/security.md                             # tenancy: lending, rule authors, credentials
   make down                                    # stop everything
