@@ -50,13 +50,16 @@ type sourceHarness struct {
 	source *versionedfake.Clientset
 	facts  *attribution.Index
 	rv     int
+	// forged is the status.author requests are created with, as a user
+	// allowed to write it on the source cluster could.
+	forged *v1.Author
 	// control is the front end's view of GitTargets and KubeProviders.
 	control informers.SharedInformerFactory
 }
 
 // startSourceSaves runs the front end of KubeProvider "remote" over the
-// server's CommitRequests in namespace demo, for GitTarget demo/site,
-// which admits requests made there.
+// source cluster's CommitRequests in namespace demo, for GitTarget
+// demo/site, which admits requests made there.
 func startSourceSaves(t *testing.T, mode v1.CommitRequestsMode, auditEnabled bool, ttl time.Duration) *sourceHarness {
 	s := startServer(t, serverSetup{dir: t.TempDir(), authz: newTestAuthz()})
 	h := &sourceHarness{saveHarness: &saveHarness{server: s, admin: s.adminClient(), saver: &recordingSaver{},
@@ -114,6 +117,14 @@ func (h *sourceHarness) create(t *testing.T, name, targetNamespace, target strin
 	cr.Spec.GitTargetRef.Namespace = targetNamespace
 	cr.ResourceVersion, cr.UID = fmt.Sprint(h.rv), types.UID("uid-"+name)
 	cr.CreationTimestamp = metav1.NewTime(h.clock.Now())
+	if h.forged != nil {
+		// What a user who may write the status there could do: an author,
+		// and a claim, for a GitTarget uid they cannot know.
+		cr.Status.Author = h.forged
+		cr.Status.GitTargetUID = "forged"
+		cr.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionUnknown, Reason: v1.ReasonSaving,
+			Message: "forged", LastTransitionTime: metav1.Now()}}
+	}
 	created, err := h.source.ReverserV1alpha1().CommitRequests(ns).Create(ctxT(t), cr, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return created
@@ -152,13 +163,16 @@ func (h *sourceHarness) request(t *testing.T, name string) *v1.CommitRequest {
 	return cr
 }
 
-// TestASourceRequestIsAuthoredByItsAuditFact (D4): the author is whom the
-// source cluster's audit event of the create names; the claim records it,
-// and with Reconcile the finished request stays.
+// TestASourceRequestIsAuthoredByItsAuditFact (D4, tenancy attack): the
+// author is whom the source cluster's audit event of the create names, not
+// the status.author and claim a user there wrote into the request; the
+// claim records it, and with Reconcile the finished request stays.
 func TestASourceRequestIsAuthoredByItsAuditFact(t *testing.T) {
 	h := startSourceSaves(t, v1.CommitRequestsReconcile, true, time.Minute)
 	h.committing()
+	h.forged = &v1.Author{Username: "mallory", UID: "uid-mallory"}
 	cr := h.sourceRequest(t, "carols")
+	require.Equal(t, "mallory", cr.Status.Author.Username, "the source cluster stored the forged author")
 	h.audit(t, cr, "carol")
 	h.poll(t, "Committed", func() bool {
 		c := h.ready(t, "carols")

@@ -104,7 +104,7 @@ type Config struct {
 	// Author returns who made a request; neither a User nor Unnamed is
 	// AuthorUnresolved, unless a positive retry asks again after it (a
 	// fact still on its way).
-	Author func(cr *v1.CommitRequest, kp *v1.KubeProvider) (r Requester, retry time.Duration)
+	Author func(cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (r Requester, retry time.Duration)
 	// Admit decides whether a GitTarget's grants admit a request.
 	Admit func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (admission.GrantDecision, error)
 	// Foreign, when set, is the refusal (NotAllowed) of a request for a
@@ -148,7 +148,7 @@ type Config struct {
 func ControlCluster(cfg Config, reverser versioned.Interface, factory informers.SharedInformerFactory) Config {
 	cfg.Requests, cfg.RequestsFactory, cfg.Control = reverser, factory, factory
 	cfg.Owns = func(kp *v1.KubeProvider) bool { return kp.Spec.InCluster }
-	cfg.Author = func(cr *v1.CommitRequest, _ *v1.KubeProvider) (Requester, time.Duration) {
+	cfg.Author = func(cr *v1.CommitRequest, _ *v1.GitTarget, _ *v1.KubeProvider) (Requester, time.Duration) {
 		return Requester{User: cr.Status.Author,
 			Unresolved: "status.author is empty: the request was not created through the reverser.dev API server"}, 0
 	}
@@ -328,7 +328,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 				targetKey, decision.Reason)})
 		}
 	}
-	who, retry := c.cfg.Author(cr, kp)
+	who, retry := c.cfg.Author(cr, gt, kp)
 	switch {
 	case who.User == nil && !who.Unnamed && retry > 0:
 		return retry, nil // its audit fact may still arrive

@@ -64,12 +64,12 @@ func TestControlClusterFrontEnd(t *testing.T) {
 	cfg := ControlCluster(Config{}, nil, nil)
 	assert.True(t, cfg.Owns(&v1.KubeProvider{Spec: v1.KubeProviderSpec{InCluster: true}}))
 	assert.False(t, cfg.Owns(&v1.KubeProvider{}))
-	who, retry := cfg.Author(&v1.CommitRequest{}, nil)
+	who, retry := cfg.Author(&v1.CommitRequest{}, nil, nil)
 	assert.Nil(t, who.User)
 	assert.False(t, who.Unnamed, "the control cluster always names the requester")
 	assert.Zero(t, retry)
 	assert.Contains(t, who.Unresolved, "status.author is empty")
-	who, _ = cfg.Author(&v1.CommitRequest{Status: v1.CommitRequestStatus{Author: &v1.Author{Username: "alice"}}}, nil)
+	who, _ = cfg.Author(&v1.CommitRequest{Status: v1.CommitRequestStatus{Author: &v1.Author{Username: "alice"}}}, nil, nil)
 	assert.Equal(t, "alice", who.User.Username)
 
 	ignoring := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "far"}, Spec: v1.KubeProviderSpec{CommitRequests: v1.CommitRequestsIgnore}}

@@ -52,8 +52,8 @@ func SourceCluster(cfg Config, src Source) Config {
 		cfg.Clock = clock.RealClock{}
 	}
 	started := cfg.Clock.Now()
-	cfg.Author = func(cr *v1.CommitRequest, kp *v1.KubeProvider) (Requester, time.Duration) {
-		return sourceAuthor(cfg, src, started, cr, kp)
+	cfg.Author = func(cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (Requester, time.Duration) {
+		return sourceAuthor(cfg, src, started, cr, gt, kp)
 	}
 	return cfg
 }
@@ -63,8 +63,13 @@ func SourceCluster(cfg Config, src Source) Config {
 // name and the resourceVersion it was first seen with), waited for up to
 // the grace. Nobody is named on a cluster that sends no audit facts; on
 // one that does, a request no fact names is unresolved.
-func sourceAuthor(cfg Config, src Source, started time.Time, cr *v1.CommitRequest, kp *v1.KubeProvider) (Requester, time.Duration) {
-	if meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady) != nil {
+//
+// A status written on the source cluster by anyone else is not believed:
+// the claim is ours only when it names the GitTarget's uid, which lives on
+// the control cluster, out of the source cluster users' reach.
+func sourceAuthor(cfg Config, src Source, started time.Time, cr *v1.CommitRequest, gt *v1.GitTarget,
+	kp *v1.KubeProvider) (Requester, time.Duration) {
+	if meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady) != nil && cr.Status.GitTargetUID == string(gt.UID) {
 		// Claimed: the claim recorded the author, or that nobody is named.
 		return Requester{User: cr.Status.Author, Unnamed: cr.Status.Author == nil}, 0
 	}
