@@ -185,20 +185,16 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reverser}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-source}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: editor, namespace: demo}
+rules:
+- {apiGroups: [""], resources: [configmaps], verbs: ["*"]}
+- {apiGroups: [reverser.dev], resources: [commitrequests], verbs: [create, get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: alice-edits, namespace: demo}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: saves, namespace: demo}
-rules: [{apiGroups: [reverser.dev], resources: [commitrequests], verbs: [create, get, list, watch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: alice-saves, namespace: demo}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: saves}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: editor}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 YAML
 kubectl create secret generic -n reverser-system source-kubeconfig --from-file=kubeconfig="${SOURCE_KUBECONFIG_REVERSER}" \

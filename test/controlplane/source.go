@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -173,29 +172,10 @@ func (s *Source) writeConfig(dir string) (*configFiles, error) {
 		auditPolicy:      filepath.Join(dir, "audit-policy.yaml"),
 		auditHook:        filepath.Join(dir, "audit-webhook.kubeconfig"),
 	}
-	kubeCA, err := pki.LoadOrCreateCA(pkiDir, "kube-ca")
+	// kubeAPIServerArgs also configures the aggregation layer's front
+	// proxy: the source serves no APIService, but the flags want its files.
+	kubeCA, err := writeKubePKI(pkiDir, f)
 	if err != nil {
-		return nil, err
-	}
-	if err := pki.EnsurePair(pkiDir, "kube-apiserver", func() ([]byte, []byte, error) {
-		return kubeCA.IssueServing("kube-apiserver",
-			[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-			[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")})
-	}); err != nil {
-		return nil, err
-	}
-	// kubeAPIServerArgs configures the aggregation layer's front proxy:
-	// the source serves no APIService, but the flags want their files.
-	frontCA, err := pki.LoadOrCreateCA(pkiDir, "front-proxy-ca")
-	if err != nil {
-		return nil, err
-	}
-	if err := pki.EnsurePair(pkiDir, "front-proxy-client", func() ([]byte, []byte, error) {
-		return frontCA.IssueClient("front-proxy-client")
-	}); err != nil {
-		return nil, err
-	}
-	if err := writeServiceAccountKey(f.saKey, f.saPub); err != nil {
 		return nil, err
 	}
 
@@ -232,17 +212,7 @@ func (s *Source) writeConfig(dir string) (*configFiles, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the control plane's audit CA: %w", err)
 	}
-	if err := pki.WriteKubeconfig(f.auditHook, s.AuditWebhookURL, reverserCA, pki.Credentials{Token: s.AuditToken}); err != nil {
-		return nil, err
-	}
-	hook, err := clientcmd.LoadFromFile(f.auditHook)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range hook.Clusters {
-		c.TLSServerName = AuditServerName
-	}
-	if err := clientcmd.WriteToFile(*hook, f.auditHook); err != nil {
+	if err := writeAuditHook(f.auditHook, s.AuditWebhookURL, reverserCA, s.AuditToken); err != nil {
 		return nil, err
 	}
 	return f, nil

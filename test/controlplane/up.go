@@ -406,24 +406,8 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 	}
 	loopback := []net.IP{net.ParseIP("127.0.0.1")}
 
-	kubeCA, err := pki.LoadOrCreateCA(pkiDir, "kube-ca")
+	kubeCA, err := writeKubePKI(pkiDir, f)
 	if err != nil {
-		return nil, err
-	}
-	if err := pki.EnsurePair(pkiDir, "kube-apiserver", func() ([]byte, []byte, error) {
-		return kubeCA.IssueServing("kube-apiserver",
-			[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-			append(loopback, net.ParseIP("10.0.0.1")))
-	}); err != nil {
-		return nil, err
-	}
-	frontCA, err := pki.LoadOrCreateCA(pkiDir, "front-proxy-ca")
-	if err != nil {
-		return nil, err
-	}
-	if err := pki.EnsurePair(pkiDir, "front-proxy-client", func() ([]byte, []byte, error) {
-		return frontCA.IssueClient("front-proxy-client")
-	}); err != nil {
 		return nil, err
 	}
 	reverserCA, err := pki.LoadOrCreateCA(pkiDir, "reverser-ca")
@@ -443,9 +427,6 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 	if err := pki.EnsurePair(pkiDir, "reverser-controller-audit", func() ([]byte, []byte, error) {
 		return reverserCA.IssueServing("reverser-controller", []string{"localhost", AuditServerName}, loopback)
 	}); err != nil {
-		return nil, err
-	}
-	if err := writeServiceAccountKey(f.saKey, f.saPub); err != nil {
 		return nil, err
 	}
 
@@ -479,22 +460,58 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 	// batching webhook backend retries and drops events without blocking
 	// any request. The token is also in the Secret the KubeProvider names.
 	f.auditToken = randomToken()
-	if err := pki.WriteKubeconfig(f.auditHook, env.AuditWebhookURL, reverserCA.CertPEM, pki.Credentials{Token: f.auditToken}); err != nil {
+	if err := writeAuditHook(f.auditHook, env.AuditWebhookURL, reverserCA.CertPEM, f.auditToken); err != nil {
 		return nil, err
 	}
-	// As in artifacts/deploy/audit/webhook-kubeconfig.yaml: the audit
-	// certificate names the Service, not the address dialled.
-	hook, err := clientcmd.LoadFromFile(f.auditHook)
+	return f, nil
+}
+
+// writeKubePKI writes what a kube-apiserver serves and signs with: its CA
+// and serving certificate, the front proxy's CA and client certificate, and
+// the service-account key pair, at the paths f names.
+func writeKubePKI(pkiDir string, f *configFiles) (*pki.CA, error) {
+	kubeCA, err := pki.LoadOrCreateCA(pkiDir, "kube-ca")
 	if err != nil {
 		return nil, err
+	}
+	if err := pki.EnsurePair(pkiDir, "kube-apiserver", func() ([]byte, []byte, error) {
+		return kubeCA.IssueServing("kube-apiserver",
+			[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+			[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")})
+	}); err != nil {
+		return nil, err
+	}
+	frontCA, err := pki.LoadOrCreateCA(pkiDir, "front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	if err := pki.EnsurePair(pkiDir, "front-proxy-client", func() ([]byte, []byte, error) {
+		return frontCA.IssueClient("front-proxy-client")
+	}); err != nil {
+		return nil, err
+	}
+	if err := writeServiceAccountKey(f.saKey, f.saPub); err != nil {
+		return nil, err
+	}
+	return kubeCA, nil
+}
+
+// writeAuditHook writes kube-apiserver's audit webhook kubeconfig: url,
+// trusting caPEM, presenting token. As in
+// artifacts/deploy/audit/webhook-kubeconfig.yaml, the audit certificate
+// names the Service, not the address dialled.
+func writeAuditHook(path, url string, caPEM []byte, token string) error {
+	if err := pki.WriteKubeconfig(path, url, caPEM, pki.Credentials{Token: token}); err != nil {
+		return err
+	}
+	hook, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return err
 	}
 	for _, c := range hook.Clusters {
 		c.TLSServerName = AuditServerName
 	}
-	if err := clientcmd.WriteToFile(*hook, f.auditHook); err != nil {
-		return nil, err
-	}
-	return f, nil
+	return clientcmd.WriteToFile(*hook, path)
 }
 
 // controllerArgs are the flags every reverser-controller of the local

@@ -27,13 +27,22 @@ func kubectl(user, stdin string, args ...string) (string, error) {
 	if kubeconfig == "" {
 		return "", fmt.Errorf("no kubeconfig for user %q", user)
 	}
+	out, err := at(kubeconfig, stdin, args...)
+	if err != nil {
+		return out, fmt.Errorf("as %s: %w", user, err)
+	}
+	return out, nil
+}
+
+// at runs the real kubectl with a kubeconfig: a user of the local cluster,
+// or of a source cluster.
+func at(kubeconfig, stdin string, args ...string) (string, error) {
 	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s as %s: %w: %s", strings.Join(args, " "), user, err, stderr.String())
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.String(), nil
 }

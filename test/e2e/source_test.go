@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,18 +33,6 @@ type sourceFixture struct {
 // sourceRule mirrors what the provider's credential may read there.
 const sourceRule = `  - apiGroups: [""]
     resources: [configmaps]`
-
-// at runs kubectl against the source cluster with a kubeconfig.
-func at(kubeconfig, stdin string, args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
-}
 
 func atOK(t *testing.T, kubeconfig, stdin string, args ...string) string {
 	t.Helper()
@@ -241,6 +227,8 @@ func TestSaveOnASourceCluster(t *testing.T) {
 	kp = s.served(t, commitrequest.ReasonWatching, 30*time.Second)
 	require.NotNil(t, kp.Status.CommitRequests)
 	assert.Equal(t, []string{s.ns}, kp.Status.CommitRequests.Namespaces, "only the namespace the provider lends")
+	assert.Regexp(t, `ReconcileAndDeleteFinished\s+True\s+\S+\s+Watching`, kubectlOK(t, admin, "", "get", "kubeprovider", s.kp, "-o", "wide"),
+		"-o wide shows how saves are served")
 
 	// Refused until the GitTarget grants the source namespace.
 	atOK(t, s.src.KubeconfigAlice, "", "create", "configmap", "-n", s.ns, "one", "--from-literal=a=1")

@@ -45,10 +45,10 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/loop"
-	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/worker"
 )

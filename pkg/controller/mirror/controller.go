@@ -140,10 +140,10 @@ type mirrorState struct {
 	domain    string // the GitProvider's authorEmailDomain
 	// unnamed is the author of changes nobody is named for: the committer
 	// without audit, else the unresolved author.
-	unnamed gitrepo.Signature
-	path    string
-	sourceFP  string // streams restart when the source's credentials change
-	streams   map[watch.Scope]*watch.Stream
+	unnamed  gitrepo.Signature
+	path     string
+	sourceFP string // streams restart when the source's credentials change
+	streams  map[watch.Scope]*watch.Stream
 }
 
 type source struct {

@@ -31,6 +31,10 @@ var Kind = &registry.Kind[*reverser.KubeProvider]{
 		{Name: "Audit", Type: "string", Description: "Whether audit events arrive.", Value: func(o *reverser.KubeProvider) any {
 			return registry.ConditionStatus(o.Status.Conditions, v1alpha1.ConditionAuditFactsReceived)
 		}},
+		{Name: "Saves", Type: "string", Priority: 1, Description: "How source-cluster CommitRequests are served: the CommitRequestsServed reason.",
+			Value: func(o *reverser.KubeProvider) any {
+				return registry.ConditionReason(o.Status.Conditions, v1alpha1.ConditionCommitRequestsServed)
+			}},
 	}},
 }
 
