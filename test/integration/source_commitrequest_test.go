@@ -339,7 +339,6 @@ func TestASourceRequestIsServedOnlyByItsOwner(t *testing.T) {
 // newFakeSource is the source cluster's CommitRequests. NewClientset would
 // need our OpenAPI models for server-side apply, which nothing here uses.
 func newFakeSource() *versionedfake.Clientset {
-	//lint:ignore SA1019 see above
 	return versionedfake.NewSimpleClientset()
 }
 
