@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,13 +297,22 @@ func TestASourceClusterRecovers(t *testing.T) {
 	s.grantSaves(t, controlplane.UserReverserSource, false)
 	s.served(t, commitrequest.ReasonWatching, 30*time.Second)
 	saves := 0
+	// After an outage the mirror's own watch of the edit may still be in
+	// its reconnect backoff, so a save then finds no window (NoWindow) and
+	// the edit waits in alice's window: the next save commits it.
 	saveWorks := func(name string) {
 		t.Helper()
 		atOK(t, s.src.KubeconfigAlice, "", "create", "configmap", "-n", s.ns, name, "--from-literal=a=1")
-		out, err := s.save(t, "Add "+name)
-		require.NoError(t, err, out)
+		eventually(t, 90*time.Second, "a save of "+name+" Committed", func() (bool, error) {
+			out, err := s.save(t, "Add "+name)
+			if err != nil {
+				return false, fmt.Errorf("%w: %s", err, out)
+			}
+			return strings.Contains(out, "Committed: Saved as"), fmt.Errorf("%s", out)
+		})
 		saves++
 		require.Len(t, s.authorsOf(), saves)
+		assert.Contains(t, s.files(), s.cmPath(name))
 	}
 	saveWorks("first")
 
