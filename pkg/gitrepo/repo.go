@@ -187,6 +187,8 @@ type CommitInfo struct {
 	Author, Committer Signature
 	Message           string
 	When              time.Time
+	// Signer, when set, signs the commit.
+	Signer Signer
 }
 
 // Commit writes a commit on parent (ZeroHash for the first) whose tree is
@@ -215,13 +217,42 @@ func (r *Repo) Commit(parent plumbing.Hash, changes map[string][]byte, info Comm
 	if when.IsZero() {
 		when = time.Now()
 	}
-	return r.store(&object.Commit{
+	c := &object.Commit{
 		Author:       object.Signature{Name: info.Author.Name, Email: info.Author.Email, When: when},
 		Committer:    object.Signature{Name: info.Committer.Name, Email: info.Committer.Email, When: when},
 		Message:      info.Message,
 		TreeHash:     root,
 		ParentHashes: parents,
-	})
+	}
+	if info.Signer != nil {
+		if err := sign(c, info.Signer); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	}
+	return r.store(c)
+}
+
+// sign sets the commit's gpgsig header to the signature of its content
+// without it, as Git signs.
+func sign(c *object.Commit, signer Signer) error {
+	unsigned := &plumbing.MemoryObject{}
+	if err := c.EncodeWithoutSignature(unsigned); err != nil {
+		return err
+	}
+	rd, err := unsigned.Reader()
+	if err != nil {
+		return err
+	}
+	content, err := io.ReadAll(rd)
+	if err != nil {
+		return err
+	}
+	sig, err := signer.Sign(content)
+	if err != nil {
+		return err
+	}
+	c.PGPSignature = string(sig)
+	return nil
 }
 
 // treeChanges are the changes below one folder: files directly in it, and
