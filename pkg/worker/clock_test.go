@@ -2,6 +2,9 @@ package worker
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"reverser.dev/reverser/pkg/gitrepo"
@@ -438,4 +442,26 @@ func TestSetCommitterTakesEffect(t *testing.T) {
 	c.change(site, "a", "a: 1")
 	c.step(site.Window.Silence)
 	assert.Equal(t, "Robot <robot@example.com>|Robot", c.git(bare, "log", "-1", "--format=%cn <%ce>|%an", "main"))
+}
+
+// TestSetSignerSignsWhatFollows: with a signer set, the worker's commits
+// carry an SSH signature `git verify-commit` accepts for the committer.
+func TestSetSignerSignsWhatFollows(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	block, err := ssh.MarshalPrivateKey(key, "")
+	require.NoError(t, err)
+	signer, err := gitrepo.NewSSHSigner(pem.EncodeToMemory(block), nil)
+	require.NoError(t, err)
+	c.w.SetSigner(signer)
+	c.change(site, "a", "a: 1")
+	c.step(site.Window.Silence)
+	signers := filepath.Join(t.TempDir(), "allowed_signers")
+	require.NoError(t, os.WriteFile(signers, []byte(committer.Email+" "+signer.PublicKey()+"\n"), 0o600))
+	out := c.git(bare, "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+signers, "verify-commit", "main")
+	assert.Contains(t, out, `Good "git" signature for reverser@reverser.dev`)
+	assert.Contains(t, c.git(bare, "cat-file", "-p", "main"), "-----BEGIN SSH SIGNATURE-----")
 }

@@ -101,6 +101,8 @@ type Reporter interface {
 type Worker struct {
 	repo      *gitrepo.Repo
 	committer gitrepo.Signature
+	// signer signs every commit when set (GitProvider spec.signing).
+	signer gitrepo.Signer
 	reporter  Reporter
 	in        chan func()
 	ctl       mailbox
@@ -306,6 +308,14 @@ func (w *Worker) SetAuth(_ context.Context, auth transport.AuthMethod) {
 // never blocks.
 func (w *Worker) SetCommitter(committer gitrepo.Signature) {
 	w.post(func() { w.committer = committer })
+}
+
+// SetSigner replaces what signs the commits that follow (nil: unsigned),
+// after the GitProvider's spec.signing or its key changed. Posted before a
+// worker's first target, it signs every commit the worker makes. It never
+// blocks.
+func (w *Worker) SetSigner(signer gitrepo.Signer) {
+	w.post(func() { w.signer = signer })
 }
 
 // Close stops the worker once it has applied what was posted before: the
@@ -760,7 +770,8 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 			return err
 		}
 	}
-	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: author, Committer: w.committer, Message: message, When: start})
+	sha, err := w.repo.Commit(w.head, changes, gitrepo.CommitInfo{Author: author, Committer: w.committer, Message: message, When: start,
+		Signer: w.signer})
 	if err != nil {
 		return err
 	}

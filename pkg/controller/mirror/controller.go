@@ -161,6 +161,7 @@ type runningWorker struct {
 	*worker.Worker
 	authFP    string
 	committer gitrepo.Signature
+	signFP    string // the signing key's fingerprint; empty when unsigned
 	// refs counts the mirrors (and reconciles setting one up) using it.
 	refs int
 	// stopped is closed once Run has returned.
@@ -413,7 +414,11 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if err != nil {
 		return asProblem(err, "SourceUnreachable")
 	}
-	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch)
+	signer, signFP, err := c.signer(ctx, gp)
+	if err != nil {
+		return asProblem(err, "SigningKeyUnreadable").in(areaConfig)
+	}
+	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch, signer, signFP)
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
@@ -645,9 +650,10 @@ func workerKey(gp *v1.GitProvider, branch string) string {
 }
 
 // worker returns the branch worker of a GitProvider's branch, starting it,
-// and hands it rotated credentials. The caller holds a reference to it until
-// it calls release.
-func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string) (*worker.Worker, string, error) {
+// and hands it rotated credentials and signing keys. The caller holds a
+// reference to it until it calls release.
+func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string, signer gitrepo.Signer,
+	signFP string) (*worker.Worker, string, error) {
 	key := workerKey(gp, branch)
 	auth, authFP, err := c.gitAuth(ctx, gp)
 	if err != nil {
@@ -658,9 +664,10 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	w, ok := c.workers[key]
 	rotated := ok && w.authFP != authFP
 	recommitted := ok && w.committer != committer
+	resigned := ok && w.signFP != signFP
 	if ok {
 		w.refs++
-		w.authFP, w.committer = authFP, committer
+		w.authFP, w.committer, w.signFP = authFP, committer, signFP
 	}
 	c.mu.Unlock()
 	if ok {
@@ -669,6 +676,9 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 		}
 		if recommitted {
 			w.SetCommitter(committer)
+		}
+		if resigned {
+			w.SetSigner(signer)
 		}
 		return w.Worker, key, nil
 	}
@@ -689,8 +699,11 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	if c.cfg.Facts != nil {
 		wake = c.cfg.Facts.Subscribe()
 	}
-	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, committer: committer, refs: 1,
-		stopped: make(chan struct{})}
+	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, committer: committer, signFP: signFP,
+		refs: 1, stopped: make(chan struct{})}
+	if signer != nil {
+		w.SetSigner(signer) // before any target, so every commit is signed
+	}
 	c.workers[key] = w
 	prev := c.retired[key]
 	go func() {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/redact"
 )
 
@@ -180,6 +181,43 @@ func (c *Controller) gitAuthFrom(ctx context.Context, gp *v1.GitProvider) (trans
 		user = "git" // token-only hosts accept any user name
 	}
 	return &githttp.BasicAuth{Username: user, Password: pass}, s, nil
+}
+
+// signer reads the key a GitProvider's spec.signing names, from the
+// GitProvider's own namespace, and a fingerprint that changes when it is
+// rotated; nil without spec.signing. A key that is missing or unreadable is
+// a problem that stops the mirror: nothing is pushed unsigned.
+func (c *Controller) signer(ctx context.Context, gp *v1.GitProvider) (gitrepo.Signer, string, error) {
+	if gp.Spec.Signing == nil {
+		return nil, "", nil
+	}
+	ref := gp.Spec.Signing.SSHKeySecretRef
+	if ref.Namespace != "" && ref.Namespace != gp.Namespace {
+		return nil, "", problemf("SigningKeyNamespaceNotAllowed", "GitProvider %s names signing key Secret %s/%s: it must be in the "+
+			"GitProvider's namespace %s", gp.Name, ref.Namespace, ref.Name, gp.Namespace)
+	}
+	s, err := c.cfg.Kube.CoreV1().Secrets(gp.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, "", problemf("SigningKeyNotFound", "Secret %s/%s named by GitProvider %s's spec.signing does not exist: "+
+			"create it, or remove spec.signing to push unsigned commits", gp.Namespace, ref.Name, gp.Name)
+	case apierrors.IsForbidden(err):
+		return nil, "", problemf("SigningKeyForbidden", "reverser-controller may not read Secret %s/%s: grant it get on secrets",
+			gp.Namespace, ref.Name)
+	case err != nil:
+		return nil, "", fmt.Errorf("reading Secret %s/%s: %w", gp.Namespace, ref.Name, err)
+	}
+	key, ok := s.Data[ref.Key]
+	if !ok {
+		return nil, "", problemf("SigningKeyNotFound", "Secret %s/%s named by GitProvider %s's spec.signing has no key %q",
+			gp.Namespace, ref.Name, gp.Name, ref.Key)
+	}
+	signer, err := gitrepo.NewSSHSigner(key, s.Data["passphrase"])
+	if err != nil {
+		return nil, "", problemf("InvalidSigningKey", "Secret %s/%s key %q is not a usable OpenSSH private key (%v): "+
+			"write one made by ssh-keygen, with its passphrase under key \"passphrase\" if it has one", gp.Namespace, ref.Name, ref.Key, err)
+	}
+	return signer, fingerprint(key, s.Data["passphrase"]), nil
 }
 
 // branchAllowed applies a GitProvider's allowedBranches.

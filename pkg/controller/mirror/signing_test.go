@@ -1,0 +1,86 @@
+package mirror
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+)
+
+// TestSigner: spec.signing's key comes from the GitProvider's namespace
+// only; a missing, keyless or unreadable Secret is a problem that stops the
+// mirror, never a reason to push unsigned; rotating the key changes the
+// fingerprint, which hands the worker the new key.
+func TestSigner(t *testing.T) {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	block, err := ssh.MarshalPrivateKey(key, "")
+	require.NoError(t, err)
+	secret := func(ns string, data map[string][]byte) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "signer"}, Data: data}
+	}
+	kube := kubefake.NewClientset(
+		secret("team", map[string][]byte{"id": pem.EncodeToMemory(block)}),
+		secret("other", map[string][]byte{"id": pem.EncodeToMemory(block)}),
+	)
+	c := &Controller{cfg: Config{Kube: kube}}
+	gp := func(ns, secretNS, key string) *v1.GitProvider {
+		return &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo"}, Spec: v1.GitProviderSpec{
+			Signing: &v1.CommitSigning{SSHKeySecretRef: v1.SecretKeyReference{Namespace: secretNS, Name: "signer", Key: key}}}}
+	}
+	ctx := context.Background()
+
+	signer, fp, err := c.signer(ctx, &v1.GitProvider{})
+	require.NoError(t, err)
+	assert.Nil(t, signer, "no spec.signing: unsigned")
+	assert.Empty(t, fp)
+
+	signer, fp, err = c.signer(ctx, gp("team", "", "id"))
+	require.NoError(t, err)
+	require.NotNil(t, signer)
+	assert.NotEmpty(t, fp)
+
+	for _, tc := range []struct {
+		gp     *v1.GitProvider
+		reason string
+	}{
+		{gp("team", "other", "id"), "SigningKeyNamespaceNotAllowed"},
+		{gp("nobody", "", "id"), "SigningKeyNotFound"},
+		{gp("team", "", "absent"), "SigningKeyNotFound"},
+	} {
+		_, _, err := c.signer(ctx, tc.gp)
+		var p *problem
+		require.True(t, errors.As(err, &p), "%v", err)
+		assert.Equal(t, tc.reason, p.reason)
+		assert.False(t, p.transient, "a lasting problem: the mirror stops")
+	}
+
+	_, err = kube.CoreV1().Secrets("team").Update(ctx, secret("team", map[string][]byte{"id": []byte("garbage")}), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, _, err = c.signer(ctx, gp("team", "", "id"))
+	var p *problem
+	require.True(t, errors.As(err, &p))
+	assert.Equal(t, "InvalidSigningKey", p.reason)
+	assert.NotContains(t, p.message, "garbage", "the key's bytes are never quoted")
+
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	rotated, err := ssh.MarshalPrivateKey(other, "")
+	require.NoError(t, err)
+	_, err = kube.CoreV1().Secrets("team").Update(ctx, secret("team", map[string][]byte{"id": pem.EncodeToMemory(rotated)}), metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, rotatedFP, err := c.signer(ctx, gp("team", "", "id"))
+	require.NoError(t, err)
+	assert.NotEqual(t, fp, rotatedFP, "a rotated key is handed to the worker")
+}
