@@ -102,12 +102,12 @@ type Worker struct {
 	repo      *gitrepo.Repo
 	committer gitrepo.Signature
 	// signer signs every commit when set (GitProvider spec.signing).
-	signer gitrepo.Signer
-	reporter  Reporter
-	in        chan func()
-	ctl       mailbox
-	wake      <-chan struct{}
-	clock     clock.Clock
+	signer   gitrepo.Signer
+	reporter Reporter
+	in       chan func()
+	ctl      mailbox
+	wake     <-chan struct{}
+	clock    clock.Clock
 
 	ready   bool
 	head    plumbing.Hash
