@@ -53,6 +53,9 @@ type mirrorOptions struct {
 	// seed, when set, runs before the GitTarget exists: the repository
 	// and the cluster people had before Reverser.
 	seed func(f *mirrorFixture)
+	// remote, when set, is the GitProvider's URL of the repository name
+	// (another transport than the Git server's HTTP).
+	remote func(name string) string
 }
 
 // newMirrorWith applies a mirror without waiting for it to be Ready.
@@ -72,6 +75,9 @@ func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 		o.seed(f)
 	}
 	url := f.url
+	if o.remote != nil {
+		url = o.remote(name)
+	}
 	if private {
 		url = strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
 	}

@@ -33,14 +33,14 @@ func signingKey(t *testing.T) (private, public string) {
 	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
 }
 
-// verifyCommits runs the real `git verify-commit` on every commit of the
-// mirror's branch with an allowed-signers file naming public for the
-// committer, and returns how many there are.
+// verifyCommits runs the real `git verify-commit` on every commit
+// Reverser committed on the mirror's branch, with an allowed-signers file
+// naming public for the committer, and returns how many there are.
 func (f *mirrorFixture) verifyCommits(public string) int {
 	f.t.Helper()
 	signers := filepath.Join(f.t.TempDir(), "allowed_signers")
 	require.NoError(f.t, os.WriteFile(signers, []byte("reverser@reverser.dev "+public+"\n"), 0o600))
-	revs := strings.Fields(git(f.t, f.bare, "rev-list", "main"))
+	revs := strings.Fields(git(f.t, f.bare, "rev-list", "--committer=reverser@reverser.dev", "main"))
 	for _, rev := range revs {
 		out, err := exec.Command("git", "-C", f.bare, "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+signers,
 			"verify-commit", rev).CombinedOutput()

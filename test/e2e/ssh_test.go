@@ -1,0 +1,81 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/gitserver"
+)
+
+// sshCredentials writes (or rewrites) the GitProvider's Secret for SSH:
+// the private key and the known_hosts to check the server against.
+func sshCredentials(t *testing.T, ns, identity, knownHosts string) {
+	t.Helper()
+	secret := kubectlOK(t, admin, "", "create", "secret", "generic", "-n", ns, "repo-ssh", "--from-literal=identity="+identity,
+		"--from-literal=known_hosts="+knownHosts, "--dry-run=client", "-o", "yaml")
+	kubectlOK(t, admin, secret, "apply", "-f", "-")
+}
+
+// TestMirrorOverSSHWithSignedCommits (B1): a GitProvider reaching its
+// repository over SSH, with a private key and strict known_hosts, pushes
+// signed commits and fetches what others pushed; a host key it does not know
+// is refused, saying so, and nothing is pushed; a rotated key pushes on.
+func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
+	identity, public := signingKey(t)
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(public))
+	require.NoError(t, err)
+	srv, err := gitserver.ServeSSH(env.GitRoot, pub)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	signing, signingPublic := signingKey(t)
+
+	f := newMirrorWith(t, mirrorOptions{rules: sourceRule, remote: srv.URL,
+		providerSpec: "  secretRef: {name: repo-ssh}\n" + signingSpec,
+		seed: func(f *mirrorFixture) {
+			sshCredentials(t, f.ns, identity, srv.KnownHosts)
+			kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "signer", "--from-literal=identity="+signing)
+		}})
+	f.waitReady()
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "one", "--from-literal=a=1")
+	f.waitFile(f.cmPath("one"), func(string) bool { return true }, "pushed over SSH")
+
+	// A commit someone else pushed (over HTTP, to the same repository) is
+	// fetched over SSH and kept.
+	pushByHand(t, f.url, "README.md", "Add a README", func(string) string { return "hello\n" })
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "two", "--from-literal=a=2")
+	f.waitFile(f.cmPath("two"), func(string) bool { return true }, "pushed after fetching the foreign commit")
+	assert.Contains(t, f.files(), "README.md", "the foreign commit is kept")
+
+	// A host key that is not the server's: refused, nothing pushed.
+	_, otherHost := signingKey(t)
+	host, _, _ := strings.Cut(srv.KnownHosts, " ")
+	sshCredentials(t, f.ns, identity, host+" "+otherHost)
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "three", "--from-literal=a=3")
+	eventually(t, 60*time.Second, "GitReachable=False on the host key", func() (bool, error) {
+		c := meta.FindStatusCondition(f.gitTarget().Status.Conditions, v1.ConditionGitReachable)
+		if c == nil {
+			return false, nil
+		}
+		return c.Status == "False" && strings.Contains(c.Message, "key mismatch"), fmt.Errorf("%s: %s", c.Reason, c.Message)
+	})
+	assert.NotContains(t, f.files(), f.cmPath("three"), "nothing pushed to a host that is not the one known")
+
+	// The right host again, and a rotated client key: the old one is
+	// revoked on the server, so only the new one can push.
+	newIdentity, newPublic := signingKey(t)
+	newPub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(newPublic))
+	require.NoError(t, err)
+	srv.Authorize(newPub)
+	srv.Revoke(pub)
+	sshCredentials(t, f.ns, newIdentity, srv.KnownHosts)
+	f.waitFile(f.cmPath("three"), func(string) bool { return true }, "pushed with the rotated key")
+	assert.Positive(t, f.verifyCommits(signingPublic), "every commit Reverser made is signed")
+}
