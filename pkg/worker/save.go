@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,6 +77,9 @@ func (w *Worker) Save(_ context.Context, req SaveRequest) {
 			req.Done(SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget is not mirrored by this worker any more"})
 			return
 		}
+		if w.adopt(t, req) {
+			return
+		}
 		for _, s := range t.saves {
 			if s.Author == req.Author {
 				req.Done(SaveResult{Outcome: SaveInProgress, Message: fmt.Sprintf(
@@ -88,6 +92,26 @@ func (w *Worker) Save(_ context.Context, req SaveRequest) {
 		// The next step attaches it, after the changes already queued.
 		t.saves = append(t.saves, &req)
 	})
+}
+
+// adopt hands an earlier save of the same request (waiting, collecting, or
+// committed and not pushed yet) the new request's callbacks: the front end
+// that made the earlier one stopped (a source cluster's watch restarted)
+// and the new one waits for the outcome. Never two saves of one request.
+func (w *Worker) adopt(t *target, req SaveRequest) bool {
+	for _, s := range t.saves {
+		if s.ID == req.ID {
+			s.Done, s.Applied = req.Done, req.Applied
+			return true
+		}
+	}
+	for _, c := range slices.Concat(w.unpushed, w.refused) {
+		if c.save != nil && c.save.ID == req.ID {
+			c.save.Done, c.save.Applied = req.Done, req.Applied
+			return true
+		}
+	}
+	return false
 }
 
 // attachSaves gives waiting saves their windows, and ends those whose wait

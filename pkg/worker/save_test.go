@@ -190,6 +190,24 @@ func TestSaveNextAndInProgress(t *testing.T) {
 	assert.Contains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/n.yaml")
 }
 
+// TestASaveHandedAgainIsAdopted: a request handed again while its first
+// save waits (its front end restarted: a source cluster's watch) takes the
+// first one over: one commit, reported to the new caller only, and never
+// SaveInProgress against itself.
+func TestASaveHandedAgainIsAdopted(t *testing.T) {
+	c, tg := saveFixture(t)
+	first := c.save(tg, "uid-again", func(r *SaveRequest) { r.Next = true })
+	again := c.save(tg, "uid-again", func(r *SaveRequest) { r.Next = true })
+	again.open(t)
+	c.step(time.Millisecond)
+	c.changeBy(tg, "x", "alice", "x1")
+	c.step(collect)
+	res := again.ended(t)
+	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
+	first.open(t)
+	assert.Equal(t, "1", c.git(c.bare, "rev-list", "--count", "main"), "one commit")
+}
+
 // TestFindSaveThenSaveUnderAFullQueue (finding 2): the CommitRequest
 // controller calls Save from FindSave's callback, on the worker's own
 // goroutine, while streams keep the change queue full. Save must not wait on

@@ -86,7 +86,7 @@ func NewSources(cfg SourcesConfig) *Sources {
 	s := &Sources{cfg: cfg, kps: ctl.KubeProviders().Lister(), targets: ctl.GitTargets().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{
 			Name: "commitrequest-sources", Clock: cfg.Core.Clock}),
-		running: &frontEnds{running: map[string]*frontEnd{}},
+		running: &frontEnds{running: map[string]map[string]*frontEnd{}},
 	}
 	provider := func(obj any) {
 		if kp, ok := tombstone(obj).(*v1.KubeProvider); ok {
@@ -163,24 +163,24 @@ func (s *Sources) reconcile(ctx context.Context, name string) (time.Duration, er
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 10 * time.Second
 	state := probe(ctx, cfg, kp.Spec.CommitRequests, namespaces)
-	want := frontEndKey{fingerprint: fingerprint, namespaces: strings.Join(namespaces, ","), mode: kp.Spec.CommitRequests}
+	want := frontEndKey{fingerprint: fingerprint, mode: kp.Spec.CommitRequests}
 	switch state.reason {
 	case ReasonWatching:
-		if err := s.running.ensure(kp.Name, want, func(ctx context.Context) error { return s.start(ctx, kp, cfg, namespaces) }); err != nil {
+		if err := s.running.ensure(kp.Name, namespaces, want, func(ctx context.Context, ns string) error {
+			return s.start(ctx, kp, cfg, ns)
+		}); err != nil {
 			return 0, err
 		}
 	case ReasonCRDNotInstalled, ReasonVersionNotServed:
 		s.running.stop(name) // nothing to watch until the kind is served
 	default:
-		// Forbidden or Unreachable: a running front end stays, its
-		// informers retry on their own, and it serves again once the
+		// Forbidden or Unreachable: the running front ends stay, their
+		// informers retry on their own, and they serve again once the
 		// cluster answers.
-		if s.running.key(name) != want {
-			s.running.stop(name)
-		}
+		s.running.prune(name, namespaces, want)
 	}
 	var watched []string
-	if s.running.key(name) == want {
+	if s.running.serving(name, namespaces, want) {
 		watched = namespaces
 	}
 	if err := s.report(ctx, kp, &state, watched); err != nil {
@@ -238,30 +238,29 @@ func (s *Sources) lent(ctx context.Context, kp *v1.KubeProvider) ([]string, erro
 	return out, nil
 }
 
-// start runs one core front end per watched namespace (one for the whole
-// cluster with "*") until ctx is done.
-func (s *Sources) start(ctx context.Context, kp *v1.KubeProvider, cfg *rest.Config, namespaces []string) error {
+// start runs the core front end of one watched namespace ("*": the whole
+// cluster) until ctx is done.
+func (s *Sources) start(ctx context.Context, kp *v1.KubeProvider, cfg *rest.Config, ns string) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = 0 // watches
 	client, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("client for KubeProvider %s: %w", kp.Name, err)
 	}
-	for _, ns := range namespaces {
-		if ns == "*" {
-			ns = metav1.NamespaceAll
-		}
-		factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-		c := New(SourceCluster(s.cfg.Core, Source{Provider: kp.Name, Mode: kp.Spec.CommitRequests, Requests: client, Factory: factory,
-			Facts: s.cfg.Facts, Grace: s.cfg.Grace}))
-		factory.Start(ctx.Done())
-		go func() {
-			if err := c.Run(ctx, 1); err != nil && ctx.Err() == nil {
-				klog.FromContext(ctx).Error(err, "Source CommitRequest front end stopped", "kubeProvider", kp.Name, "namespace", ns)
-			}
-		}()
+	scope := ns
+	if ns == "*" {
+		scope = metav1.NamespaceAll
 	}
-	klog.FromContext(ctx).Info("Serving source-cluster CommitRequests", "kubeProvider", kp.Name, "namespaces", namespaces,
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(scope))
+	c := New(SourceCluster(s.cfg.Core, Source{Provider: kp.Name, Mode: kp.Spec.CommitRequests, Requests: client, Factory: factory,
+		Facts: s.cfg.Facts, Grace: s.cfg.Grace}))
+	factory.Start(ctx.Done())
+	go func() {
+		if err := c.Run(ctx, 1); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Source CommitRequest front end stopped", "kubeProvider", kp.Name, "namespace", ns)
+		}
+	}()
+	klog.FromContext(ctx).Info("Serving source-cluster CommitRequests", "kubeProvider", kp.Name, "namespace", ns,
 		"mode", kp.Spec.CommitRequests)
 	return nil
 }
@@ -426,18 +425,20 @@ func condition(ok bool, reason, message string) metav1.Condition {
 	return metav1.Condition{Type: v1.ConditionCommitRequestsServed, Status: status, Reason: reason, Message: message}
 }
 
-// frontEnds are the source front ends running, by KubeProvider.
+// frontEnds are the source front ends running, by KubeProvider and
+// namespace: a namespace lent or withdrawn starts or stops its own, and
+// leaves the others' saves alone.
 type frontEnds struct {
 	ctx     context.Context
 	mu      sync.Mutex
-	running map[string]*frontEnd
+	running map[string]map[string]*frontEnd // by provider, then namespace
 }
 
-// frontEndKey is what a running front end was started for: a change of
-// any part restarts it.
+// frontEndKey is what a running front end was started for: a rotated
+// credential or another mode restarts it.
 type frontEndKey struct {
-	fingerprint, namespaces string
-	mode                    v1.CommitRequestsMode
+	fingerprint string
+	mode        v1.CommitRequestsMode
 }
 
 type frontEnd struct {
@@ -445,51 +446,72 @@ type frontEnd struct {
 	cancel context.CancelFunc
 }
 
-func (f *frontEnds) key(name string) frontEndKey {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fe := f.running[name]; fe != nil {
-		return fe.key
+// ensure runs a front end for key in each namespace, and none elsewhere.
+func (f *frontEnds) ensure(provider string, namespaces []string, key frontEndKey, start func(context.Context, string) error) error {
+	f.prune(provider, namespaces, key)
+	for _, ns := range namespaces {
+		f.mu.Lock()
+		_, ok := f.running[provider][ns]
+		f.mu.Unlock()
+		if ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(f.ctx)
+		if err := start(ctx, ns); err != nil {
+			cancel()
+			return err
+		}
+		f.mu.Lock()
+		if f.running[provider] == nil {
+			f.running[provider] = map[string]*frontEnd{}
+		}
+		f.running[provider][ns] = &frontEnd{key: key, cancel: cancel}
+		f.mu.Unlock()
 	}
-	return frontEndKey{}
-}
-
-// ensure runs the provider's front end for key, restarting one that runs
-// for another.
-func (f *frontEnds) ensure(name string, key frontEndKey, start func(context.Context) error) error {
-	if f.key(name) == key {
-		return nil
-	}
-	f.stop(name)
-	ctx, cancel := context.WithCancel(f.ctx)
-	if err := start(ctx); err != nil {
-		cancel()
-		return err
-	}
-	f.mu.Lock()
-	f.running[name] = &frontEnd{key: key, cancel: cancel}
-	f.mu.Unlock()
 	return nil
 }
 
-func (f *frontEnds) stop(name string) {
+// prune stops the provider's front ends outside namespaces or started for
+// another key.
+func (f *frontEnds) prune(provider string, namespaces []string, key frontEndKey) {
 	f.mu.Lock()
-	fe := f.running[name]
-	delete(f.running, name)
+	var stopped []*frontEnd
+	for ns, fe := range f.running[provider] {
+		if fe.key != key || !slices.Contains(namespaces, ns) {
+			stopped = append(stopped, fe)
+			delete(f.running[provider], ns)
+		}
+	}
 	f.mu.Unlock()
-	if fe != nil {
+	for _, fe := range stopped {
 		fe.cancel()
 	}
 }
 
+// serving says whether a front end for key runs in every namespace.
+func (f *frontEnds) serving(provider string, namespaces []string, key frontEndKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ns := range namespaces {
+		if fe, ok := f.running[provider][ns]; !ok || fe.key != key {
+			return false
+		}
+	}
+	return len(namespaces) > 0
+}
+
+func (f *frontEnds) stop(provider string) {
+	f.prune(provider, nil, frontEndKey{})
+}
+
 func (f *frontEnds) stopAll() {
 	f.mu.Lock()
-	names := make([]string, 0, len(f.running))
-	for name := range f.running {
-		names = append(names, name)
+	providers := make([]string, 0, len(f.running))
+	for p := range f.running {
+		providers = append(providers, p)
 	}
 	f.mu.Unlock()
-	for _, name := range names {
-		f.stop(name)
+	for _, p := range providers {
+		f.stop(p)
 	}
 }

@@ -85,3 +85,36 @@ func TestLent(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
+
+// TestFrontEndsPerNamespace: a namespace lent later starts its own front
+// end and leaves the running ones (and their saves) alone; one withdrawn
+// stops only its own; a rotated credential restarts them all.
+func TestFrontEndsPerNamespace(t *testing.T) {
+	f := &frontEnds{ctx: context.Background(), running: map[string]map[string]*frontEnd{}}
+	started := map[string]int{}
+	contexts := map[string]context.Context{}
+	start := func(ctx context.Context, ns string) error {
+		started[ns]++
+		contexts[ns] = ctx
+		return nil
+	}
+	key := frontEndKey{fingerprint: "a", mode: v1.CommitRequestsReconcile}
+	require.NoError(t, f.ensure("far", []string{"team"}, key, start))
+	assert.True(t, f.serving("far", []string{"team"}, key))
+	require.NoError(t, f.ensure("far", []string{"ops", "team"}, key, start))
+	assert.Equal(t, map[string]int{"team": 1, "ops": 1}, started, "team's front end kept running")
+	assert.NoError(t, contexts["team"].Err())
+
+	f.prune("far", []string{"ops"}, key)
+	assert.Error(t, contexts["team"].Err(), "a withdrawn namespace stops")
+	assert.NoError(t, contexts["ops"].Err())
+	assert.False(t, f.serving("far", []string{"ops", "team"}, key))
+
+	rotated := frontEndKey{fingerprint: "b", mode: v1.CommitRequestsReconcile}
+	require.NoError(t, f.ensure("far", []string{"ops"}, rotated, start))
+	assert.Equal(t, 2, started["ops"], "a rotated credential restarts it")
+	assert.True(t, f.serving("far", []string{"ops"}, rotated))
+	f.stopAll()
+	assert.Error(t, contexts["ops"].Err())
+	assert.False(t, f.serving("far", []string{"ops"}, rotated))
+}
