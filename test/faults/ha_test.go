@@ -28,11 +28,18 @@ import (
 // leaseName is the controllers' leader election Lease in ReverserNamespace.
 const leaseName = "reverser-controller"
 
+// maxFailover bounds a takeover with the controllers' default leader
+// election (10s lease, 2s retry): the standby may see the leader's last
+// renewal one jittered retry late (client-go waits retry × [1, 2.2]), and
+// try to acquire one jittered retry after the lease expired, so the bound
+// is lease + 2 × 2.2 × retry, plus a second for the test's own reads.
+const maxFailover = 10*time.Second + 2*2200*time.Millisecond*2 + time.Second
+
 // TestHA runs on a plane of its own (G3): a 3-member etcd, three API server
 // replicas on it behind a balancer, two controllers electing a leader. The
 // leading controller is killed with SIGKILL during a burst: the standby
-// must lead within 15 s and the mirror invariant must hold. Then one API
-// server replica is killed: requests to the others must not fail.
+// must lead within maxFailover and the mirror invariant must hold. Then one
+// API server replica is killed: requests to the others must not fail.
 func TestHA(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	must(t, err)
@@ -53,8 +60,8 @@ func TestHA(t *testing.T) {
 		msg := fmt.Sprintf("HA failover: the standby led %.1fs after the leader was killed", failover.Seconds())
 		t.Log(msg)
 		fmt.Println(msg)
-		if failover > 15*time.Second {
-			t.Errorf("failover took %s, more than 15s", failover)
+		if failover > maxFailover {
+			t.Errorf("failover took %s, more than leader election allows (%s)", failover, maxFailover)
 		}
 	})
 
