@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,19 +55,26 @@ func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
 	f.waitFile(f.cmPath("two"), func(string) bool { return true }, "pushed after fetching the foreign commit")
 	assert.Contains(t, f.files(), "README.md", "the foreign commit is kept")
 
-	// A host key that is not the server's: refused, nothing pushed.
+	// A host key that is not the server's: refused, nothing pushed. The
+	// controller reads a rotated Secret on its next reconcile (--resync), so
+	// alice keeps editing until a push meets the new known_hosts.
 	_, otherHost := signingKey(t)
 	host, _, _ := strings.Cut(srv.KnownHosts, " ")
 	sshCredentials(t, f.ns, identity, host+" "+otherHost)
-	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "three", "--from-literal=a=3")
+	edits := 0
 	eventually(t, 60*time.Second, "GitReachable=False on the host key", func() (bool, error) {
+		edits++
+		kubectlOK(t, alice, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: three, namespace: %s}\ndata: {edit: %q}\n",
+			f.ns, fmt.Sprint(edits)), "apply", "-f", "-")
 		c := meta.FindStatusCondition(f.gitTarget().Status.Conditions, v1.ConditionGitReachable)
 		if c == nil {
 			return false, nil
 		}
 		return c.Status == "False" && strings.Contains(c.Message, "key mismatch"), fmt.Errorf("%s: %s", c.Reason, c.Message)
 	})
-	assert.NotContains(t, f.files(), f.cmPath("three"), "nothing pushed to a host that is not the one known")
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "four", "--from-literal=a=4")
+	require.Never(t, func() bool { return slices.Contains(f.files(), f.cmPath("four")) }, 3*time.Second, 200*time.Millisecond,
+		"nothing pushed to a host that is not the one known")
 
 	// The right host again, and a rotated client key: the old one is
 	// revoked on the server, so only the new one can push.
@@ -76,6 +84,6 @@ func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
 	srv.Authorize(newPub)
 	srv.Revoke(pub)
 	sshCredentials(t, f.ns, newIdentity, srv.KnownHosts)
-	f.waitFile(f.cmPath("three"), func(string) bool { return true }, "pushed with the rotated key")
+	f.waitFile(f.cmPath("four"), func(string) bool { return true }, "pushed with the rotated key")
 	assert.Positive(t, f.verifyCommits(signingPublic), "every commit Reverser made is signed")
 }
