@@ -41,6 +41,9 @@ func (f *mirrorFixture) verifyCommits(public string) int {
 	signers := filepath.Join(f.t.TempDir(), "allowed_signers")
 	require.NoError(f.t, os.WriteFile(signers, []byte("reverser@reverser.dev "+public+"\n"), 0o600))
 	revs := strings.Fields(git(f.t, f.bare, "rev-list", "--committer=reverser@reverser.dev", "main"))
+	if len(revs) == 0 {
+		f.t.Logf("no commit of Reverser's on main:\n%s", git(f.t, f.bare, "log", "--format=%h %cn <%ce> | %an <%ae> | %s", "main"))
+	}
 	for _, rev := range revs {
 		out, err := exec.Command("git", "-C", f.bare, "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+signers,
 			"verify-commit", rev).CombinedOutput()
