@@ -307,6 +307,10 @@ func ValidateGitTargetSpec(spec *reverser.GitTargetSpec, fld *field.Path) field.
 		errs = append(errs, validateName(ref.Name, fld.Child("applierRef", "name"))...)
 	}
 	if enc := spec.Encryption; enc != nil {
+		// Refused until Secrets are written encrypted: a field that does
+		// nothing is not accepted.
+		errs = append(errs, field.Forbidden(fld.Child("encryption"),
+			"SOPS encryption of Secrets is not available in this release: remove spec.encryption (Secrets are never mirrored meanwhile)"))
 		rf := fld.Child("encryption", "sops", "ageRecipients")
 		if len(enc.SOPS.AgeRecipients) == 0 {
 			errs = append(errs, field.Required(rf, "at least one age recipient (age1...)"))

@@ -91,10 +91,13 @@ func TestValidateGitTargetSpec(t *testing.T) {
 		}, []string{"spec.applierRef.kind"}},
 		{"bad age recipient", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{SOPS: reverser.SOPSEncryption{AgeRecipients: []string{"ssh-rsa AAA"}}}
-		}, []string{"spec.encryption.sops.ageRecipients[0]"}},
+		}, []string{"spec.encryption", "spec.encryption.sops.ageRecipients[0]"}},
 		{"no age recipient", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{}
-		}, []string{"spec.encryption.sops.ageRecipients"}},
+		}, []string{"spec.encryption", "spec.encryption.sops.ageRecipients"}},
+		{"encryption, not available yet", func(s *reverser.GitTargetSpec) {
+			s.Encryption = &reverser.EncryptionSpec{SOPS: reverser.SOPSEncryption{AgeRecipients: []string{"age1qqq"}}}
+		}, []string{"spec.encryption"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
