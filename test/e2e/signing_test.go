@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/testkeys"
 )
 
 const signingSpec = `  signing: {sshKeySecretRef: {name: signer, key: identity}}`
@@ -24,13 +22,8 @@ const signingSpec = `  signing: {sshKeySecretRef: {name: signer, key: identity}}
 // signingKey is a fresh OpenSSH private key and its authorized_keys line.
 func signingKey(t *testing.T) (private, public string) {
 	t.Helper()
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	block, err := ssh.MarshalPrivateKey(key, "")
-	require.NoError(t, err)
-	sshPub, err := ssh.NewPublicKey(pub)
-	require.NoError(t, err)
-	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))
+	key, pub := testkeys.SSH(t)
+	return string(key), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
 
 // verifyCommits runs the real `git verify-commit` on every commit
@@ -72,7 +65,10 @@ func TestSignedCommits(t *testing.T) {
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "signer", "--from-literal=identity="+private)
 	f.waitReady()
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "later", "--from-literal=a=1")
-	f.waitFile(f.cmPath("early"), func(string) bool { return true }, "what was made while stalled is mirrored once the key is there")
-	f.waitFile(f.cmPath("later"), func(string) bool { return true }, "a live edit after")
+	f.waitFile(f.cmPath("early"), exists, "what was made while stalled is mirrored once the key is there")
+	f.waitFile(f.cmPath("later"), exists, "a live edit after")
 	assert.Positive(t, f.verifyCommits(public), "every commit verifies")
 }
+
+// exists is a waitFile condition: the file is on the branch.
+func exists(content string) bool { return content != "" }

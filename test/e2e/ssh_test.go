@@ -46,13 +46,13 @@ func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
 		}})
 	f.waitReady()
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "one", "--from-literal=a=1")
-	f.waitFile(f.cmPath("one"), func(string) bool { return true }, "pushed over SSH")
+	f.waitFile(f.cmPath("one"), exists, "pushed over SSH")
 
 	// A commit someone else pushed (over HTTP, to the same repository) is
 	// fetched over SSH and kept.
 	pushByHand(t, f.url, "README.md", "Add a README", func(string) string { return "hello\n" })
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "two", "--from-literal=a=2")
-	f.waitFile(f.cmPath("two"), func(string) bool { return true }, "pushed after fetching the foreign commit")
+	f.waitFile(f.cmPath("two"), exists, "pushed after fetching the foreign commit")
 	assert.Contains(t, f.files(), "README.md", "the foreign commit is kept")
 
 	// A host key that is not the server's: refused, nothing pushed. The
@@ -84,6 +84,6 @@ func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
 	srv.Authorize(newPub)
 	srv.Revoke(pub)
 	sshCredentials(t, f.ns, newIdentity, srv.KnownHosts)
-	f.waitFile(f.cmPath("four"), func(string) bool { return true }, "pushed with the rotated key")
+	f.waitFile(f.cmPath("four"), exists, "pushed with the rotated key")
 	assert.Positive(t, f.verifyCommits(signingPublic), "every commit Reverser made is signed")
 }
