@@ -115,12 +115,10 @@ func (x *Index) Subscribe() <-chan struct{} {
 func (x *Index) Take(k Key, consumer string) (Fact, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.expireLocked()
-	el, ok := x.facts[k]
-	if !ok {
+	e := x.lookupLocked(k)
+	if e == nil {
 		return Fact{}, false
 	}
-	e := el.Value.(*entry)
 	if slices.Contains(e.takenBy, consumer) {
 		return Fact{}, false
 	}
@@ -140,12 +138,19 @@ func (x *Index) Take(k Key, consumer string) (Fact, bool) {
 func (x *Index) Peek(k Key) (Fact, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.expireLocked()
-	el, ok := x.facts[k]
-	if !ok {
-		return Fact{}, false
+	if e := x.lookupLocked(k); e != nil {
+		return e.fact, true
 	}
-	return el.Value.(*entry).fact, true
+	return Fact{}, false
+}
+
+// lookupLocked is the unexpired entry of k, or nil.
+func (x *Index) lookupLocked(k Key) *entry {
+	x.expireLocked()
+	if el, ok := x.facts[k]; ok {
+		return el.Value.(*entry)
+	}
+	return nil
 }
 
 // LastReceived is when a provider's route last delivered a fact.

@@ -2,7 +2,6 @@ package gitrepo
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/pem"
@@ -16,18 +15,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
+
+	"reverser.dev/reverser/test/testkeys"
 )
 
-// sshKey is a fresh private key in OpenSSH form.
+// sshKey is a fresh private key in OpenSSH form: ed25519, or RSA.
 func sshKey(t *testing.T, rsaKey bool) []byte {
 	t.Helper()
-	var key any
-	var err error
-	if rsaKey {
-		key, err = rsa.GenerateKey(rand.Reader, 2048)
-	} else {
-		_, key, err = ed25519.GenerateKey(rand.Reader)
+	if !rsaKey {
+		key, _ := testkeys.SSH(t)
+		return key
 	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	block, err := ssh.MarshalPrivateKey(key, "")
 	require.NoError(t, err)

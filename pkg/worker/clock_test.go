@@ -2,9 +2,6 @@ package worker
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/ssh"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/testkeys"
 )
 
 // The tests of this file drive windows, saves and backoff on a fake clock:
@@ -450,11 +447,8 @@ func TestSetSignerSignsWhatFollows(t *testing.T) {
 	url, bare := serveRepo(t)
 	c := startClocked(t, url, site)
 	c.bare = bare
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	block, err := ssh.MarshalPrivateKey(key, "")
-	require.NoError(t, err)
-	signer, err := gitrepo.NewSSHSigner(pem.EncodeToMemory(block), nil)
+	key, _ := testkeys.SSH(t)
+	signer, err := gitrepo.NewSSHSigner(key, nil)
 	require.NoError(t, err)
 	c.w.SetSigner(signer)
 	c.change(site, "a", "a: 1")

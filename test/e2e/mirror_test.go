@@ -56,6 +56,9 @@ type mirrorOptions struct {
 	// remote, when set, is the GitProvider's URL of the repository name
 	// (another transport than the Git server's HTTP).
 	remote func(name string) string
+	// provider, when set, is a KubeProvider the test made (a source
+	// cluster's): the GitTarget mirrors through it and none is applied.
+	provider string
 }
 
 // newMirrorWith applies a mirror without waiting for it to be Ready.
@@ -81,16 +84,20 @@ func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 	if private {
 		url = strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
 	}
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+	provider := fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
-metadata: {name: %[7]s}
+metadata: {name: %s}
 spec:
   inCluster: true
   audit:
     enabled: true
     bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
 ---
-apiVersion: reverser.dev/v1alpha1
+`, kubeProvider)
+	if o.provider != "" {
+		kubeProvider, provider = o.provider, ""
+	}
+	kubectlOK(t, admin, provider+fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: GitProvider
 metadata: {name: repo, namespace: %[1]s}
 spec:

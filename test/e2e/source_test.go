@@ -19,7 +19,6 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/test/controlplane"
-	"reverser.dev/reverser/test/gitserver"
 )
 
 // sourceFixture is a second cluster (its own etcd and kube-apiserver,
@@ -95,17 +94,13 @@ spec:
 
 // mirror creates GitTarget <ns>/site mirroring source namespace <ns>, the
 // one the provider lends namespace <ns> by its name, with a long window:
-// only saves close it.
+// only saves close it. alice edits and saves there.
 func (s *sourceFixture) mirror(t *testing.T) {
 	t.Helper()
-	ns := namespace(t, "source")
-	name := uniqueName("repo")
-	bare, err := gitserver.CreateRepo(env.GitRoot, name)
-	require.NoError(t, err)
-	s.mirrorFixture = &mirrorFixture{t: t, ns: ns, url: env.GitBaseURL + "/" + name + ".git", bare: bare, target: "site"}
-	atOK(t, s.src.KubeconfigAdmin, "", "create", "namespace", ns)
-	// alice edits and saves there.
-	atOK(t, s.src.KubeconfigAdmin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+	s.mirrorFixture = newMirrorWith(t, mirrorOptions{rules: sourceRule, targetSpec: saveWindow, provider: s.kp,
+		seed: func(f *mirrorFixture) {
+			atOK(t, s.src.KubeconfigAdmin, "", "create", "namespace", f.ns)
+			atOK(t, s.src.KubeconfigAdmin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: editor, namespace: %[1]s}
 rules:
@@ -117,31 +112,8 @@ kind: RoleBinding
 metadata: {name: alice-edits, namespace: %[1]s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: editor}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
-`, ns), "apply", "-f", "-")
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: %[1]s}
-spec:
-  url: %[2]q
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: %[1]s}
-spec:
-  kubeProviderRef: {name: %[3]s}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: %[4]s
-%[5]s
----
-apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: rules, namespace: %[1]s}
-spec:
-  gitTargetRef: {name: site}
-  rules:
-%[6]s
-`, ns, s.url, s.kp, mirrorPath, saveWindow, sourceRule), "apply", "--server-side", "-f", "-")
+`, f.ns), "apply", "-f", "-")
+		}})
 }
 
 // grantSaves binds (or, with revoke, unbinds) the rights spec.commitRequests

@@ -1,9 +1,6 @@
 package gitserver
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,21 +10,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
+
+	"reverser.dev/reverser/test/testkeys"
 )
 
 // clientKey writes a fresh private key for OpenSSH and returns its path
 // and public key.
 func clientKey(t *testing.T) (string, ssh.PublicKey) {
 	t.Helper()
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	block, err := ssh.MarshalPrivateKey(key, "")
-	require.NoError(t, err)
+	key, pub := testkeys.SSH(t)
 	path := filepath.Join(t.TempDir(), "id")
-	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(block), 0o600))
-	sshPub, err := ssh.NewPublicKey(pub)
-	require.NoError(t, err)
-	return path, sshPub
+	require.NoError(t, os.WriteFile(path, key, 0o600))
+	return path, pub
 }
 
 // gitSSH runs git with OpenSSH's client, checking host keys strictly.

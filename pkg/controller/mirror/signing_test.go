@@ -2,20 +2,17 @@ package mirror
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/testkeys"
 )
 
 // TestSigner: spec.signing's key comes from the GitProvider's namespace
@@ -23,16 +20,13 @@ import (
 // mirror, never a reason to push unsigned; rotating the key changes the
 // fingerprint, which hands the worker the new key.
 func TestSigner(t *testing.T) {
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	block, err := ssh.MarshalPrivateKey(key, "")
-	require.NoError(t, err)
+	key, _ := testkeys.SSH(t)
 	secret := func(ns string, data map[string][]byte) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "signer"}, Data: data}
 	}
 	kube := kubefake.NewClientset(
-		secret("team", map[string][]byte{"id": pem.EncodeToMemory(block)}),
-		secret("other", map[string][]byte{"id": pem.EncodeToMemory(block)}),
+		secret("team", map[string][]byte{"id": key}),
+		secret("other", map[string][]byte{"id": key}),
 	)
 	c := &Controller{cfg: Config{Kube: kube}}
 	gp := func(ns, secretNS, key string) *v1.GitProvider {
@@ -74,11 +68,8 @@ func TestSigner(t *testing.T) {
 	assert.Equal(t, "InvalidSigningKey", p.reason)
 	assert.NotContains(t, p.message, "garbage", "the key's bytes are never quoted")
 
-	_, other, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	rotated, err := ssh.MarshalPrivateKey(other, "")
-	require.NoError(t, err)
-	_, err = kube.CoreV1().Secrets("team").Update(ctx, secret("team", map[string][]byte{"id": pem.EncodeToMemory(rotated)}), metav1.UpdateOptions{})
+	rotated, _ := testkeys.SSH(t)
+	_, err = kube.CoreV1().Secrets("team").Update(ctx, secret("team", map[string][]byte{"id": rotated}), metav1.UpdateOptions{})
 	require.NoError(t, err)
 	_, rotatedFP, err := c.signer(ctx, gp("team", "", "id"))
 	require.NoError(t, err)
