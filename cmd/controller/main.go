@@ -40,6 +40,7 @@ import (
 	"reverser.dev/reverser/pkg/leaderendpoint"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/pkg/seal"
 	"reverser.dev/reverser/pkg/servingcert"
 	"reverser.dev/reverser/pkg/version"
 )
@@ -57,6 +58,7 @@ type options struct {
 	auditTTL, grace                               time.Duration
 	commitRequestTTL, collect, saveTimeout        time.Duration
 	secretNamespace                               string
+	digestKeySecret                               string
 	auditMaxInFlight                              int
 	fluxIdentities, argoIdentities                string
 	applyGrace, remotePoll                        time.Duration
@@ -107,6 +109,8 @@ func main() {
 		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
 	flag.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
 		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
+	flag.StringVar(&o.digestKeySecret, "sops-digest-key-secret", "reverser-sops-digest",
+		"the Secret in --secret-namespace holding the key of sealed Secrets' digests, which tell an unchanged Secret without decrypting it; created when absent")
 	flag.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
 		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
 	flag.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
@@ -212,10 +216,16 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("building the authorizer: %w", err)
 	}
 	operations := claims.NewOperations()
+	// Without the key GitTargets that encrypt Secrets stall, saying so;
+	// the rest mirror on.
+	digestKey, err := seal.LoadOrCreateKey(ctx, kube.CoreV1().Secrets(o.secretNamespace), o.digestKeySecret)
+	if err != nil {
+		klog.ErrorS(err, "GitTargets with spec.encryption stall: the controller has no digest key for sealed Secrets; fix this and restart it")
+	}
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
-		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record})
+		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: c.Saver}, rev, factory))
 	// Source clusters' CommitRequests, for KubeProviders whose

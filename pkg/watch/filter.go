@@ -22,15 +22,29 @@ const (
 // one cluster's CA, and is overwritten if edited: never mirrored.
 const RootCAConfigMap = "kube-root-ca.crt"
 
-var secrets = schema.GroupResource{Resource: "secrets"}
+// SecretsResource is the resource whose documents are only ever written
+// encrypted.
+var SecretsResource = schema.GroupResource{Resource: "secrets"}
 
-// Skip says whether an object is never written, and why. Secrets are only
-// ever written encrypted, which comes with GitTarget.spec.encryption.
-func Skip(gr schema.GroupResource, obj *unstructured.Unstructured) (Outcome, bool) {
+// Secrets says what a stream does with Secrets: they are only ever written
+// encrypted, which comes with GitTarget.spec.encryption.
+type Secrets bool
+
+// What streams do with Secrets.
+const (
+	// SkipSecrets never hands a Secret on.
+	SkipSecrets Secrets = false
+	// SealSecrets hands them on marked Change.Secret, for the sink to
+	// encrypt before it keeps them.
+	SealSecrets Secrets = true
+)
+
+// Skip says whether an object is never written, and why.
+func Skip(gr schema.GroupResource, obj *unstructured.Unstructured, secrets Secrets) (Outcome, bool) {
 	switch {
 	case gr == schema.GroupResource{Resource: "configmaps"} && obj.GetName() == RootCAConfigMap:
 		return OutcomeClusterGenerated, true
-	case gr == secrets:
+	case gr == SecretsResource && secrets == SkipSecrets:
 		return OutcomeSecretSkipped, true
 	}
 	return "", false

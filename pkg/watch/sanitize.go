@@ -21,12 +21,18 @@ var runtimeMetadata = []string{
 	"deletionGracePeriodSeconds", "selfLink", "ownerReferences", "finalizers", "generateName",
 }
 
+// SOPSDigestAnnotation holds the keyed digest of a sealed Secret's
+// plaintext (package seal).
+const SOPSDigestAnnotation = "reverser.dev/sops-digest"
+
 // runtimeAnnotations and label/annotation prefixes that appliers and
 // controllers stamp on objects.
 var (
 	runtimeAnnotations = map[string]bool{
 		"kubectl.kubernetes.io/last-applied-configuration": true,
 		"deployment.kubernetes.io/revision":                true,
+		// An applier puts a sealed Secret's digest on the cluster.
+		SOPSDigestAnnotation: true,
 	}
 	applierPrefixes = []string{"kustomize.toolkit.fluxcd.io/", "helm.toolkit.fluxcd.io/", "argocd.argoproj.io/"}
 )

@@ -68,6 +68,9 @@ type Change struct {
 	// entry: who wrote it last, where no audit fact says (an applier's
 	// echo is told by it).
 	Manager string
+	// Secret says Content is a Secret's document in clear: the sink
+	// encrypts it before it keeps it anywhere, and never logs it.
+	Secret bool
 }
 
 // Sink receives a stream's changes: a branch worker.
@@ -77,7 +80,7 @@ type Sink interface {
 }
 
 func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstructured, content []byte) Change {
-	return Change{
+	return Change{Secret: gvr.GroupResource() == SecretsResource,
 		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
 		GVR: gvr, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		UID: u.GetUID(), Manager: lastManager(u),
@@ -124,8 +127,9 @@ type Stream struct {
 }
 
 // StartStream starts watching scope and feeding sink for the GitTarget key
-// whose documents live under base.
-func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, sink Sink) *Stream {
+// whose documents live under base; secrets says whether Secrets are handed
+// on, to be sealed.
+func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, secrets Secrets, sink Sink) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{})}
 	ns := scope.Namespace
@@ -157,7 +161,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		}
 		defer s.handle(u.GetResourceVersion()) // after the sink has it
 		s.setErr(nil)
-		if outcome, skip := Skip(gr, u); skip {
+		if outcome, skip := Skip(gr, u, secrets); skip {
 			metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
 			return
 		}
@@ -194,7 +198,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 				return
 			}
 			defer s.handle(u.GetResourceVersion())
-			if _, skip := Skip(gr, u); skip {
+			if _, skip := Skip(gr, u, secrets); skip {
 				return
 			}
 			metrics.WatchEvents.WithLabelValues("deleted").Inc()

@@ -72,6 +72,16 @@ type Target struct {
 	Scopes []watch.Scope
 	// Claim, when set, is the applier the target's held claim hands over.
 	Claim *Claim
+	// Seal encrypts the target's Secrets; without it they are dropped,
+	// and never swept from Git.
+	Seal Sealer
+}
+
+// Sealer encrypts a Secret's document in clear (package seal). It returns
+// the first of priors that already holds plain, so that an unchanged
+// Secret writes nothing although encryption is randomised.
+type Sealer interface {
+	Seal(plain []byte, priors ...[]byte) ([]byte, error)
 }
 
 // Attributor decides the author of a change. ready=false means its fact may
@@ -390,6 +400,9 @@ func (w *Worker) sweepTarget(t *target) {
 			continue
 		}
 		for _, scope := range t.synced {
+			if t.cfg.Seal == nil && scope.GVR.GroupResource() == watch.SecretsResource {
+				continue // Secrets not mirrored: those in Git are not ours
+			}
 			if watch.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) {
 				w.touch(t, w.committer, p, "document "+path.Base(p)+" the cluster does not hold", w.clock.Now())
 				break
@@ -431,6 +444,11 @@ func (w *Worker) resolvePending(t *target) error {
 			}
 			continue
 		}
+		if ch.Secret {
+			if !w.seal(t, &ch.Change) {
+				continue
+			}
+		}
 		if w.echo(t, ch.Change, author) {
 			continue
 		}
@@ -445,6 +463,38 @@ func (w *Worker) resolvePending(t *target) error {
 	clear(t.pending[len(kept):])
 	t.pending = kept
 	return nil
+}
+
+// seal replaces a Secret's document in clear by its sealed document, reusing
+// what Git holds or the window already has when that holds the same
+// values. false drops the change: the target does not seal, or sealing
+// failed (which no retry mends; the plaintext is never logged).
+func (w *Worker) seal(t *target, ch *watch.Change) bool {
+	if t.cfg.Seal == nil {
+		metrics.WatchEvents.WithLabelValues(string(watch.OutcomeSecretSkipped)).Inc()
+		return false
+	}
+	ch.Secret = false
+	if ch.Content == nil {
+		return true // a delete has nothing to seal
+	}
+	var priors [][]byte
+	if h, ok := w.index[ch.Path]; ok {
+		if b, err := w.repo.ReadBlob(h); err == nil {
+			priors = append(priors, b)
+		}
+	}
+	if d, ok := t.desired[ch.Path]; ok {
+		priors = append(priors, d.content)
+	}
+	sealed, err := t.cfg.Seal.Seal(ch.Content, priors...)
+	if err != nil {
+		metrics.WatchEvents.WithLabelValues(string(watch.OutcomeInvalid)).Inc()
+		klog.Background().Error(err, "Cannot seal a Secret; it is not written", "gitTarget", t.cfg.Key, "object", ch.Desc)
+		return false
+	}
+	ch.Content = sealed
+	return true
 }
 
 // apply makes a change part of its author's window. Another author's open
@@ -673,7 +723,9 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
-		if id, ok := w.idOf(t, p); ok && (kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
+		// Secrets are never written into kustomize sources, which would
+		// hold their values in clear: each keeps its own document.
+		if id, ok := w.idOf(t, p); ok && !isSecret(id) && (kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
 			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
 			if held {
 				ch.New = d.content
@@ -747,6 +799,8 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	metrics.Windows.WithLabelValues(map[bool]string{true: reason, false: "empty"}[len(changes) > 0]).Inc()
 	return nil
 }
+
+func isSecret(id kustomize.ID) bool { return id.Group == "" && id.Kind == "Secret" }
 
 func commitMessage(base string, lines []string) string {
 	where := base

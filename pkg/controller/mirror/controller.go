@@ -108,6 +108,9 @@ type Config struct {
 	// ClaimReports hears the converges of claimed targets' workers, by
 	// claim; it must not block.
 	ClaimReports func(claim string, r worker.ApplyReport)
+	// DigestKey keys the digests that tell an unchanged sealed Secret
+	// (package seal); without it, GitTargets with spec.encryption stall.
+	DigestKey []byte
 }
 
 // Controller reconciles GitTargets.
@@ -143,7 +146,11 @@ type mirrorState struct {
 	unnamed  gitrepo.Signature
 	path     string
 	sourceFP string // streams restart when the source's credentials change
-	streams  map[watch.Scope]*watch.Stream
+	// sealFP names what Secrets are sealed to ("" when not mirrored): the
+	// Secrets streams restart when it changes, so that every Secret is
+	// read, and encrypted, again.
+	sealFP  string
+	streams map[watch.Scope]*watch.Stream
 }
 
 type source struct {
@@ -351,7 +358,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 type observed struct {
 	source, git, config *problem // nil when fine
 	streams             []*watch.Stream
-	secrets             bool
+	// secrets: the rules select Secrets, which are not mirrored.
+	secrets bool
 	// refused are the rules that feed nothing because they are not lent,
 	// authorised or accepted, each with why.
 	refused []string
@@ -418,6 +426,10 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if err != nil {
 		return asProblem(err, "SigningKeyUnreadable").in(areaConfig)
 	}
+	sealer, sealFP, err := c.sealer(gt)
+	if err != nil {
+		return asProblem(err, "EncryptionInvalid").in(areaConfig)
+	}
 	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch, signer, signFP)
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
@@ -454,6 +466,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
 		Authors:     authors,
+		Seal:        sealer,
 	})
 
 	var stopped []*watch.Stream
@@ -466,18 +479,21 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		c.mirrors[key] = m
 	}
 	m.domain, m.unnamed = gp.Spec.AuthorEmailDomain, authors.Unnamed()
+	resealed := m.sealFP != sealFP
+	m.sealFP = sealFP
+	policy := map[bool]watch.Secrets{true: watch.SealSecrets, false: watch.SkipSecrets}[sealer != nil]
 	for scope, s := range m.streams {
-		if !slices.Contains(scopes, scope) {
+		if !slices.Contains(scopes, scope) || resealed && scope.GVR.GroupResource() == watch.SecretsResource {
 			stopped = append(stopped, s)
 			delete(m.streams, scope)
 		}
 	}
 	for _, scope := range scopes {
 		if _, ok := m.streams[scope]; !ok {
-			m.streams[scope] = watch.StartStream(c.ctx, src.dynamic, key, gt.Spec.Path, scope, w)
+			m.streams[scope] = watch.StartStream(c.ctx, src.dynamic, key, gt.Spec.Path, scope, policy, w)
 		}
 		st.streams = append(st.streams, m.streams[scope])
-		if scope.GVR.Group == "" && scope.GVR.Resource == "secrets" {
+		if scope.GVR.GroupResource() == watch.SecretsResource && sealer == nil {
 			st.secrets = true
 		}
 	}

@@ -97,7 +97,7 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	}
 	streamsMsg := fmt.Sprintf("%d of %d streams watching.", running, len(st.streams))
 	if st.secrets {
-		streamsMsg += " Secrets are not written: this release cannot encrypt them, and never writes them in clear."
+		streamsMsg += " Secrets are not written, since they are never written in clear: set spec.encryption.sops.ageRecipients to write them encrypted."
 	}
 	if len(st.refused) > 0 {
 		streamsMsg += " Refused: " + strings.Join(st.refused, "; ")

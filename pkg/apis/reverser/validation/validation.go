@@ -3,6 +3,7 @@
 package validation
 
 import (
+	"filippo.io/age"
 	"fmt"
 	"net/url"
 	"path"
@@ -307,17 +308,13 @@ func ValidateGitTargetSpec(spec *reverser.GitTargetSpec, fld *field.Path) field.
 		errs = append(errs, validateName(ref.Name, fld.Child("applierRef", "name"))...)
 	}
 	if enc := spec.Encryption; enc != nil {
-		// Refused until Secrets are written encrypted: a field that does
-		// nothing is not accepted.
-		errs = append(errs, field.Forbidden(fld.Child("encryption"),
-			"SOPS encryption of Secrets is not available in this release: remove spec.encryption (Secrets are never mirrored meanwhile)"))
 		rf := fld.Child("encryption", "sops", "ageRecipients")
 		if len(enc.SOPS.AgeRecipients) == 0 {
 			errs = append(errs, field.Required(rf, "at least one age recipient (age1...)"))
 		}
 		for i, r := range enc.SOPS.AgeRecipients {
-			if !strings.HasPrefix(r, "age1") || strings.ContainsFunc(r, unicode.IsSpace) {
-				errs = append(errs, field.Invalid(rf.Index(i), r, "must be an age public key starting with age1"))
+			if _, err := age.ParseX25519Recipient(r); err != nil {
+				errs = append(errs, field.Invalid(rf.Index(i), r, "must be an age X25519 public key (age1..., as age-keygen prints it)"))
 			}
 		}
 	}

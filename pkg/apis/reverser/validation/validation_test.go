@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"filippo.io/age"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +34,18 @@ func validTarget() reverser.GitTargetSpec {
 		Prune:           reverser.PruneAlways,
 		AllowedCommitRequests: []reverser.CommitRequestGrant{
 			{ConsumerNamespaces: &reverser.NamespaceSelection{From: reverser.NamespacesFromSame}}},
+		Encryption: &reverser.EncryptionSpec{SOPS: reverser.SOPSEncryption{AgeRecipients: []string{recipient}}},
 	}
 }
+
+// recipient is an age public key, as age-keygen prints it.
+var recipient = func() string {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		panic(err)
+	}
+	return id.Recipient().String()
+}()
 
 func TestValidateGitTargetSpec(t *testing.T) {
 	cases := []struct {
@@ -91,13 +102,13 @@ func TestValidateGitTargetSpec(t *testing.T) {
 		}, []string{"spec.applierRef.kind"}},
 		{"bad age recipient", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{SOPS: reverser.SOPSEncryption{AgeRecipients: []string{"ssh-rsa AAA"}}}
-		}, []string{"spec.encryption", "spec.encryption.sops.ageRecipients[0]"}},
+		}, []string{"spec.encryption.sops.ageRecipients[0]"}},
 		{"no age recipient", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{}
-		}, []string{"spec.encryption", "spec.encryption.sops.ageRecipients"}},
-		{"encryption, not available yet", func(s *reverser.GitTargetSpec) {
+		}, []string{"spec.encryption.sops.ageRecipients"}},
+		{"an age1 prefix that is no key", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{SOPS: reverser.SOPSEncryption{AgeRecipients: []string{"age1qqq"}}}
-		}, []string{"spec.encryption"}},
+		}, []string{"spec.encryption.sops.ageRecipients[0]"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

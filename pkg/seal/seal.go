@@ -1,0 +1,251 @@
+// Package seal turns a Secret's document into a SOPS document encrypted to
+// age recipients: data and stringData encrypted, everything else in clear,
+// as `sops --decrypt` and Flux's kustomize-controller read it.
+//
+// SOPS output is randomised, and the controller holds only the recipients,
+// never an identity that could decrypt what Git holds. So that an unchanged
+// Secret makes no commit, each document carries, in clear, a keyed digest
+// of its plaintext (HMAC-SHA256, annotation DigestAnnotation); Seal returns
+// the document Git holds when that digest and its recipients still match.
+// The digest key never leaves the controller: without it a digest tells
+// nothing about the values, not even whether two Secrets of different
+// GitTargets hold the same ones, since each GitTarget has a key of its own.
+//
+// A Sealer is immutable and safe for concurrent use; nothing in it blocks
+// but the CPU.
+package seal
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/getsops/sops/v3"
+	"github.com/getsops/sops/v3/aes"
+	"github.com/getsops/sops/v3/age"
+	"github.com/getsops/sops/v3/config"
+	"github.com/getsops/sops/v3/keys"
+	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
+
+	"reverser.dev/reverser/pkg/watch"
+)
+
+// DigestAnnotation holds the keyed digest of a sealed Secret's plaintext.
+// It is stripped from live Secrets before they are compared or sealed, so
+// an applier that puts it on the cluster changes nothing.
+const DigestAnnotation = watch.SOPSDigestAnnotation
+
+// EncryptedRegex is what SOPS encrypts: a Secret's values, as Flux
+// documents it for Secrets.
+const EncryptedRegex = "^(data|stringData)$"
+
+// digestVersion prefixes digests, so that a later scheme is told apart.
+const digestVersion = "hmac-sha256:"
+
+// Sealer seals the Secrets of one GitTarget.
+type Sealer struct {
+	recipients []string // sorted
+	key        []byte   // the GitTarget's digest key
+}
+
+// New returns the Sealer of one GitTarget (domain: its namespace/name),
+// encrypting to recipients, whose digests are keyed by a key derived from
+// master and domain.
+func New(recipients []string, master []byte, domain string) (*Sealer, error) {
+	if len(recipients) == 0 {
+		return nil, errors.New("no age recipients")
+	}
+	if len(master) < 16 {
+		return nil, errors.New("the digest key is shorter than 16 bytes")
+	}
+	rs := make([]string, 0, len(recipients))
+	for _, r := range recipients {
+		r = strings.TrimSpace(r)
+		if _, err := age.MasterKeyFromRecipient(r); err != nil {
+			return nil, fmt.Errorf("age recipient %q: %w", r, err)
+		}
+		rs = append(rs, r)
+	}
+	slices.Sort(rs)
+	rs = slices.Compact(rs)
+	mac := hmac.New(sha256.New, master)
+	mac.Write([]byte("reverser.dev/sops-digest/v1\x00" + domain))
+	return &Sealer{recipients: rs, key: mac.Sum(nil)}, nil
+}
+
+// Recipients are the sorted recipients the Sealer encrypts to.
+func (s *Sealer) Recipients() []string { return slices.Clone(s.recipients) }
+
+// Seal returns the SOPS document of plain, a Secret's document without
+// DigestAnnotation. priors are documents already written for it (what Git
+// holds at its path): the first that is a SOPS document of the same
+// plaintext to the same recipients is returned as it is.
+func (s *Sealer) Seal(plain []byte, priors ...[]byte) ([]byte, error) {
+	digest := s.digest(plain)
+	for _, prior := range priors {
+		if prior != nil && s.holds(prior, digest) {
+			return prior, nil
+		}
+	}
+	store := sopsyaml.NewStore(&config.YAMLStoreConfig{})
+	branches, err := store.LoadPlainFile(plain)
+	if err != nil {
+		return nil, fmt.Errorf("reading the Secret's document: %w", err)
+	}
+	if len(branches) != 1 {
+		return nil, fmt.Errorf("the Secret's document holds %d YAML documents, not one", len(branches))
+	}
+	if err := annotate(branches[0], DigestAnnotation, digest); err != nil {
+		return nil, err
+	}
+	group := make(sops.KeyGroup, 0, len(s.recipients))
+	for _, r := range s.recipients {
+		k, err := age.MasterKeyFromRecipient(r)
+		if err != nil {
+			return nil, fmt.Errorf("age recipient %q: %w", r, err)
+		}
+		group = append(group, keys.MasterKey(k))
+	}
+	tree := sops.Tree{Branches: branches, Metadata: sops.Metadata{
+		KeyGroups:      []sops.KeyGroup{group},
+		EncryptedRegex: EncryptedRegex,
+		Version:        sopsVersion(),
+	}}
+	dataKey, errs := tree.GenerateDataKey()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("encrypting the data key: %w", errors.Join(errs...))
+	}
+	cipher := aes.NewCipher()
+	mac, err := tree.Encrypt(dataKey, cipher)
+	if err != nil {
+		return nil, fmt.Errorf("encrypting the Secret's values: %w", err)
+	}
+	tree.Metadata.LastModified = time.Now().UTC()
+	if tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339)); err != nil {
+		return nil, fmt.Errorf("encrypting the MAC: %w", err)
+	}
+	out, err := store.EmitEncryptedFile(tree)
+	if err != nil {
+		return nil, fmt.Errorf("writing the SOPS document: %w", err)
+	}
+	return out, nil
+}
+
+// digest is the keyed digest of plain, as DigestAnnotation holds it.
+func (s *Sealer) digest(plain []byte) string {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write(plain)
+	return digestVersion + hex.EncodeToString(mac.Sum(nil))
+}
+
+// holds says whether doc is a SOPS document with digest, encrypted to the
+// Sealer's recipients and no others.
+func (s *Sealer) holds(doc []byte, digest string) bool {
+	tree, err := sopsyaml.NewStore(&config.YAMLStoreConfig{}).LoadEncryptedFile(doc)
+	if err != nil || len(tree.Branches) != 1 || len(tree.Metadata.KeyGroups) != 1 {
+		return false
+	}
+	got, _ := annotation(tree.Branches[0], DigestAnnotation)
+	if !hmac.Equal([]byte(got), []byte(digest)) {
+		return false
+	}
+	var rs []string
+	for _, k := range tree.Metadata.KeyGroups[0] {
+		ak, ok := k.(*age.MasterKey)
+		if !ok {
+			return false // a key of another kind: not ours to keep
+		}
+		rs = append(rs, ak.Recipient)
+	}
+	slices.Sort(rs)
+	return slices.Equal(rs, s.recipients)
+}
+
+// Recipients of a SOPS document's age keys, sorted; ok is false when doc is
+// not a SOPS document.
+func Recipients(doc []byte) (recipients []string, ok bool) {
+	tree, err := sopsyaml.NewStore(&config.YAMLStoreConfig{}).LoadEncryptedFile(doc)
+	if err != nil {
+		return nil, false
+	}
+	for _, g := range tree.Metadata.KeyGroups {
+		for _, k := range g {
+			if ak, isAge := k.(*age.MasterKey); isAge {
+				recipients = append(recipients, ak.Recipient)
+			}
+		}
+	}
+	slices.Sort(recipients)
+	return recipients, true
+}
+
+// annotate sets metadata.annotations[key] = value in a document's branch.
+func annotate(doc sops.TreeBranch, key, value string) error {
+	i := slices.IndexFunc(doc, func(it sops.TreeItem) bool { return it.Key == "metadata" })
+	if i < 0 {
+		return errors.New("the Secret's document has no metadata")
+	}
+	md, ok := doc[i].Value.(sops.TreeBranch)
+	if !ok {
+		return errors.New("the Secret's metadata is not a mapping")
+	}
+	j := slices.IndexFunc(md, func(it sops.TreeItem) bool { return it.Key == "annotations" })
+	if j < 0 {
+		md = append(md, sops.TreeItem{Key: "annotations", Value: sops.TreeBranch{}})
+		j = len(md) - 1
+	}
+	ann, ok := md[j].Value.(sops.TreeBranch)
+	if !ok {
+		return errors.New("the Secret's annotations are not a mapping")
+	}
+	if k := slices.IndexFunc(ann, func(it sops.TreeItem) bool { return it.Key == key }); k >= 0 {
+		ann[k].Value = value
+	} else {
+		ann = append(ann, sops.TreeItem{Key: key, Value: value})
+	}
+	md[j].Value = ann
+	doc[i].Value = md
+	return nil
+}
+
+// annotation reads metadata.annotations[key] of a document's branch.
+func annotation(doc sops.TreeBranch, key string) (string, bool) {
+	for _, it := range doc {
+		if it.Key != "metadata" {
+			continue
+		}
+		md, _ := it.Value.(sops.TreeBranch)
+		for _, m := range md {
+			if m.Key != "annotations" {
+				continue
+			}
+			ann, _ := m.Value.(sops.TreeBranch)
+			for _, a := range ann {
+				if a.Key == key {
+					v, ok := a.Value.(string)
+					return v, ok
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// sopsVersion is the version of the SOPS library this binary was built
+// with, which SOPS records in each document.
+func sopsVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/getsops/sops/v3" {
+				return strings.TrimPrefix(d.Version, "v")
+			}
+		}
+	}
+	return "3"
+}

@@ -1,0 +1,158 @@
+package seal
+
+import (
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/getsops/sops/v3/decrypt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+const plain = `apiVersion: v1
+kind: Secret
+metadata:
+  labels:
+    app: shop
+  name: token
+  namespace: demo
+data:
+  binary: AP/+gA==
+  password: aHVudGVyMg==
+type: Opaque
+`
+
+func identity(t *testing.T) (*age.X25519Identity, string) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	return id, id.Recipient().String()
+}
+
+func sealer(t *testing.T, master, domain string, recipients ...string) *Sealer {
+	t.Helper()
+	s, err := New(recipients, []byte(master), domain)
+	require.NoError(t, err)
+	return s
+}
+
+// decrypted is what `sops --decrypt` prints for doc, with ids' keys.
+func decrypted(t *testing.T, doc []byte, ids ...*age.X25519Identity) []byte {
+	t.Helper()
+	var keys []string
+	for _, id := range ids {
+		keys = append(keys, id.String())
+	}
+	t.Setenv("SOPS_AGE_KEY", strings.Join(keys, "\n"))
+	out, err := decrypt.Data(doc, "yaml")
+	require.NoError(t, err)
+	return out
+}
+
+func object(t *testing.T, doc []byte) map[string]any {
+	t.Helper()
+	var o map[string]any
+	require.NoError(t, yaml.Unmarshal(doc, &o))
+	return o
+}
+
+func TestSealEncryptsValuesAndKeepsMetadataInClear(t *testing.T) {
+	id, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	doc, err := s.Seal([]byte(plain), nil)
+	require.NoError(t, err)
+	for _, v := range []string{"aHVudGVyMg==", "AP/+gA==", "hunter2"} {
+		assert.NotContains(t, string(doc), v, "a value in clear")
+	}
+	o := object(t, doc)
+	assert.Equal(t, "token", o["metadata"].(map[string]any)["name"], "metadata is in clear")
+	assert.Equal(t, "Opaque", o["type"])
+	assert.Equal(t, EncryptedRegex, o["sops"].(map[string]any)["encrypted_regex"])
+
+	// Decrypted, it is the Secret with the digest annotation, values byte
+	// for byte.
+	out := object(t, decrypted(t, doc, id))
+	want := object(t, []byte(plain))
+	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
+	assert.True(t, strings.HasPrefix(ann[DigestAnnotation].(string), digestVersion))
+	delete(out["metadata"].(map[string]any), "annotations")
+	assert.Equal(t, want, out)
+}
+
+func TestAnUnchangedSecretKeepsItsDocument(t *testing.T) {
+	_, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	first, err := s.Seal([]byte(plain), nil)
+	require.NoError(t, err)
+	again, err := s.Seal([]byte(plain), nil)
+	require.NoError(t, err)
+	assert.NotEqual(t, first, again, "SOPS output is randomised")
+
+	kept, err := s.Seal([]byte(plain), first)
+	require.NoError(t, err)
+	assert.Equal(t, first, kept, "the same plaintext keeps Git's document")
+
+	// A restarted controller (a new Sealer, same key) keeps it too.
+	kept, err = sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r).Seal([]byte(plain), first)
+	require.NoError(t, err)
+	assert.Equal(t, first, kept)
+}
+
+func TestWhatMakesASecretEncryptedAfresh(t *testing.T) {
+	_, r1 := identity(t)
+	_, r2 := identity(t)
+	master := "0123456789abcdef0123456789abcdef"
+	first, err := sealer(t, master, "demo/mirror", r1).Seal([]byte(plain), nil)
+	require.NoError(t, err)
+	edited := strings.Replace(plain, "aHVudGVyMg==", "aHVudGVyMw==", 1)
+	for name, c := range map[string]struct {
+		s     *Sealer
+		plain string
+	}{
+		"a changed value":       {sealer(t, master, "demo/mirror", r1), edited},
+		"another recipient":     {sealer(t, master, "demo/mirror", r1, r2), plain},
+		"another GitTarget":     {sealer(t, master, "demo/other", r1), plain},
+		"another digest key":    {sealer(t, "fedcba9876543210fedcba9876543210", "demo/mirror", r1), plain},
+		"a recipient withdrawn": {sealer(t, master, "demo/mirror", r2), plain},
+	} {
+		t.Run(name, func(t *testing.T) {
+			doc, err := c.s.Seal([]byte(c.plain), first)
+			require.NoError(t, err)
+			assert.NotEqual(t, first, doc)
+			got, ok := Recipients(doc)
+			require.True(t, ok)
+			assert.Equal(t, c.s.Recipients(), got, "encrypted to the recipients now configured")
+		})
+	}
+}
+
+// A digest names neither the values nor, across GitTargets, their
+// equality.
+func TestTheDigestIsKeyed(t *testing.T) {
+	_, r := identity(t)
+	master := "0123456789abcdef0123456789abcdef"
+	a := sealer(t, master, "demo/mirror", r)
+	b := sealer(t, master, "other/mirror", r)
+	assert.NotEqual(t, a.digest([]byte(plain)), b.digest([]byte(plain)))
+}
+
+func TestNewRefusesBadInput(t *testing.T) {
+	_, err := New(nil, []byte("0123456789abcdef"), "d")
+	assert.ErrorContains(t, err, "no age recipients")
+	_, err = New([]string{"age1nope"}, []byte("0123456789abcdef"), "d")
+	assert.ErrorContains(t, err, `age recipient "age1nope"`)
+	_, r := identity(t)
+	_, err = New([]string{r}, []byte("short"), "d")
+	assert.ErrorContains(t, err, "shorter than 16 bytes")
+}
+
+func TestSealReplacesADocumentThatIsNotItsOwn(t *testing.T) {
+	id, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	doc, err := s.Seal([]byte(plain), []byte(plain))
+	require.NoError(t, err)
+	assert.NotContains(t, string(doc), "aHVudGVyMg==", "a plaintext document in Git is replaced, never kept")
+	assert.Contains(t, string(decrypted(t, doc, id)), "aHVudGVyMg==")
+}

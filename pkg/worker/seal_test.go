@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"reverser.dev/reverser/pkg/watch"
+)
+
+// fakeSealer "encrypts" as the real one does for the worker's purposes: a
+// new document each time (a counter stands for SOPS's randomness), and a
+// prior that holds the same plaintext comes back as it is.
+type fakeSealer struct{ n atomic.Int64 }
+
+func (s *fakeSealer) Seal(plain []byte, priors ...[]byte) ([]byte, error) {
+	digest := fmt.Sprintf("sealed %x", sha256.Sum256(plain))
+	for _, p := range priors {
+		if strings.HasPrefix(string(p), digest+" ") {
+			return p, nil
+		}
+	}
+	return fmt.Appendf(nil, "%s %d\n", digest, s.n.Add(1)), nil
+}
+
+var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+
+func (c *clocked) secret(tg Target, name, value string) {
+	var content []byte
+	if value != "" {
+		content = []byte(value + "\n")
+	}
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/secrets/" + name + ".yaml", Content: content, Secret: true,
+		Desc: "Secret demo/" + name, Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret", Namespace: "demo", Name: name})
+	c.settle()
+}
+
+func TestSecretsAreWrittenSealed(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Seal = &fakeSealer{}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	const doc = "clusters/dev/demo/secrets/token.yaml"
+
+	c.secret(tg, "token", "password: hunter2")
+	c.step(tg.Window.Silence)
+	sealed := c.remoteShow(doc)
+	assert.True(t, strings.HasPrefix(sealed, "sealed "), "written sealed: %q", sealed)
+	assert.NotContains(t, sealed, "hunter2")
+	assert.Equal(t, 1, c.commitCount())
+
+	// The same values again (a relist, a restart) keep Git's document.
+	c.secret(tg, "token", "password: hunter2")
+	c.step(tg.Window.Silence)
+	assert.Equal(t, 1, c.commitCount(), "an unchanged Secret makes no commit")
+	assert.Equal(t, sealed, c.remoteShow(doc))
+
+	// Edited and edited back within one window: nothing to commit.
+	c.secret(tg, "token", "password: hunter3")
+	c.secret(tg, "token", "password: hunter2")
+	c.step(tg.Window.Silence)
+	assert.Equal(t, 1, c.commitCount())
+
+	c.secret(tg, "token", "password: hunter3")
+	c.step(tg.Window.Silence)
+	assert.Equal(t, 2, c.commitCount())
+	assert.NotEqual(t, sealed, c.remoteShow(doc))
+	assert.Equal(t, "Reverser: update Secret demo/token", c.git(bare, "log", "-1", "--format=%s", "main"))
+
+	c.secret(tg, "token", "")
+	c.step(tg.Window.Silence)
+	assert.NotContains(t, c.remoteFiles(), doc)
+}
+
+// Without sealing, a Secret that reaches the worker anyway (the GitTarget's
+// encryption was just removed) is dropped, and the Secrets Git holds are
+// left alone by the sweep.
+func TestSecretsAreNeverWrittenUnsealed(t *testing.T) {
+	url, bare := serveRepo(t)
+	(&fixture{t: t, url: url}).seedRemote(map[string]string{"clusters/dev/demo/secrets/kept.yaml": "sealed elsewhere\n"}, "seed")
+	c := startClocked(t, url, site)
+	c.bare = bare
+	c.secret(site, "token", "password: hunter2")
+	c.change(site, "a", "a: 1")
+	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: secretGVR, Namespace: "demo"})
+	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+	c.step(site.Window.Silence)
+	assert.ElementsMatch(t, []string{"clusters/dev/demo/secrets/kept.yaml", "clusters/dev/demo/configmaps/a.yaml"}, c.remoteFiles())
+}
