@@ -146,14 +146,15 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-controller}
 ---
 # KubeProviders' Secrets (kubeconfigs, audit tokens) live here only; the
-# controller keeps them in an informer cache.
+# controller keeps them in an informer cache. It creates its digest key
+# for sealed Secrets here (--sops-digest-key-secret).
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: reverser-controller-secrets, namespace: ` + ReverserNamespace + `}
 rules:
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, create]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding

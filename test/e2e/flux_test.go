@@ -26,6 +26,12 @@ import (
 // interval, and returns the Kustomization's name.
 func fluxSync(t *testing.T, url, path, ns, interval string) string {
 	t.Helper()
+	return fluxSyncWith(t, url, path, ns, interval, "")
+}
+
+// fluxSyncWith is fluxSync with more of the Kustomization's spec.
+func fluxSyncWith(t *testing.T, url, path, ns, interval, kustomizationSpec string) string {
+	t.Helper()
 	name := uniqueName("apps")
 	kubectlOK(t, controlplane.UserAdmin, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
@@ -44,7 +50,7 @@ spec:
   targetNamespace: %[5]s
   prune: true
   interval: %[6]s
-`, name, controlplane.FluxNamespace, url, path, ns, interval), "apply", "-f", "-")
+%[7]s`, name, controlplane.FluxNamespace, url, path, ns, interval, kustomizationSpec), "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = kubectl(controlplane.UserAdmin, "", "delete", "-n", controlplane.FluxNamespace, "kustomization,gitrepository", name, "--wait=false")
 	})

@@ -21,6 +21,8 @@ var (
 	env *controlplane.Env
 	// fluxBin holds Flux's controllers, which the control plane runs.
 	fluxBin string
+	// repoRoot is the repository the suite runs in.
+	repoRoot string
 )
 
 // pluginPath is where TestMain builds kubectl-reverser, relative to the repository.
@@ -28,8 +30,13 @@ const pluginPath = "_output/e2e/bin/kubectl-reverser"
 
 func TestMain(m *testing.M) {
 	controlplane.Main(m, "e2e", "REVERSER_E2E_LOCAL_DIR", func(ctx context.Context, root string) error {
+		repoRoot = root
 		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, pluginPath), "./cmd/kubectl-reverser"); err != nil {
 			return fmt.Errorf("building kubectl-reverser: %w", err)
+		}
+		// The sops CLI of the module Reverser seals with (a tool of go.mod).
+		if _, err := output(ctx, root, "go", "build", "-o", filepath.Join(root, sopsPath), "github.com/getsops/sops/v3/cmd/sops"); err != nil {
+			return fmt.Errorf("building sops: %w", err)
 		}
 		var err error
 		fluxBin, err = controlplane.BuildFlux(ctx, root, os.Stdout)

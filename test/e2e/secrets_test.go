@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/yaml"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/controlplane"
+)
+
+// sopsPath is where TestMain builds the sops CLI, from the module Reverser
+// seals with, relative to the repository.
+const sopsPath = "_output/e2e/bin/sops"
+
+// sealedMirror is a mirror of its namespace's ConfigMaps and Secrets whose
+// Secrets are encrypted to a fresh age identity, which alice may edit.
+type sealedMirror struct {
+	*mirrorFixture
+	id *age.X25519Identity
+}
+
+func newSealedMirror(t *testing.T) *sealedMirror {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	f := newMirror(t, configMapRule, fmt.Sprintf("  encryption: {sops: {ageRecipients: [%q]}}", id.Recipient().String()))
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: secrets, namespace: %[1]s}
+rules:
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-secrets, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: secrets}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: %[2]s}
+`, f.ns, controlplane.UserAlice), "apply", "-f", "-")
+	return &sealedMirror{mirrorFixture: f, id: id}
+}
+
+func (f *sealedMirror) secretPath(name string) string {
+	return filepath.Join(mirrorPath, f.ns, "secrets", name+".yaml")
+}
+
+// decrypt runs the real `sops --decrypt` on doc with the mirror's identity.
+func (f *sealedMirror) decrypt(doc string) string {
+	f.t.Helper()
+	in := filepath.Join(f.t.TempDir(), "secret.yaml")
+	require.NoError(f.t, os.WriteFile(in, []byte(doc), 0o600))
+	cmd := exec.Command(filepath.Join(repoRoot, sopsPath), "--decrypt", in)
+	cmd.Env = append(os.Environ(), "SOPS_AGE_KEY="+f.id.String())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(f.t, err, "sops --decrypt: %s", stderr.String())
+	return string(out)
+}
+
+// commitsOf counts the commits of main that changed p.
+func (f *sealedMirror) commitsOf(p string) int {
+	out := git(f.t, f.bare, "log", "--format=%H", "main", "--", p)
+	return len(strings.Fields(out))
+}
+
+// secretData is what the tests put in their Secret: a password, a value
+// that is not UTF-8 and one of several lines.
+func secretData(password string) map[string][]byte {
+	return map[string][]byte{
+		"password": []byte(password),
+		"binary":   {0x00, 0xff, 0xfe, 0x80, 'k'},
+		"config":   []byte("user: app\npassword: " + password + "\n"),
+	}
+}
+
+// secretYAML is Secret name in ns holding data, as kubectl apply takes it
+// (which also writes the data, in clear, into last-applied-configuration).
+func secretYAML(ns, name string, data map[string][]byte) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Secret\nmetadata: {name: %s, namespace: %s, labels: {app: shop}}\ntype: Opaque\ndata:\n", name, ns)
+	for k, v := range data {
+		fmt.Fprintf(&b, "  %s: %s\n", k, base64.StdEncoding.EncodeToString(v))
+	}
+	return b.String()
+}
+
+// decoded reads the data of a Secret's YAML document.
+func decoded(t *testing.T, doc string) (map[string][]byte, map[string]any) {
+	t.Helper()
+	var o map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &o))
+	data := map[string][]byte{}
+	for k, v := range o["data"].(map[string]any) {
+		b, err := base64.StdEncoding.DecodeString(v.(string))
+		require.NoError(t, err)
+		data[k] = b
+	}
+	return data, o
+}
+
+// TestSecretsAreWrittenSealed (B6): a Secret alice creates and edits live
+// becomes a SOPS document that the real `sops --decrypt` restores value for
+// value, committed as hers; an unchanged Secret makes no commit across a
+// controller restart; no plaintext value is anywhere Reverser writes.
+func TestSecretsAreWrittenSealed(t *testing.T) {
+	f := newSealedMirror(t)
+	const password = "e2e-hunter2-correct-horse"
+	kubectlOK(t, alice, secretYAML(f.ns, "token", secretData(password)), "apply", "-f", "-")
+	f.waitFile(f.secretPath("token"), func(s string) bool { return strings.Contains(s, "sops:") }, "the Secret written sealed")
+
+	doc := f.file(f.secretPath("token"))
+	assert.Contains(t, doc, "encrypted_regex: ^(data|stringData)$")
+	assert.Contains(t, doc, f.id.Recipient().String())
+	data, obj := decoded(t, f.decrypt(doc))
+	assert.Equal(t, secretData(password), data, "sops --decrypt restores every value byte for byte")
+	md := obj["metadata"].(map[string]any)
+	assert.Equal(t, map[string]any{"app": "shop"}, md["labels"])
+	assert.NotContains(t, md["annotations"], "kubectl.kubernetes.io/last-applied-configuration")
+	assert.Equal(t, "Opaque", obj["type"])
+
+	// An edit is hers, and decrypts to the new value.
+	const edited = "e2e-hunter3-battery-staple"
+	kubectlOK(t, alice, secretYAML(f.ns, "token", secretData(edited)), "apply", "-f", "-")
+	f.waitFile(f.secretPath("token"), func(s string) bool { return s != doc }, "the edit committed")
+	data, _ = decoded(t, f.decrypt(f.file(f.secretPath("token"))))
+	assert.Equal(t, secretData(edited), data)
+	gt := f.gitTarget()
+	assert.NotContains(t, conditionMessage(gt.Status.Conditions, v1.ConditionStreamsRunning), "Secrets are not written")
+
+	// The controller restarts: every Secret is read again, none committed
+	// again.
+	commits := f.commitsOf(f.secretPath("token"))
+	require.NoError(t, controlplane.Restart(env, "reverser-controller"))
+	f.waitReady()
+	f.barrier()
+	assert.Equal(t, commits, f.commitsOf(f.secretPath("token")), "an unchanged Secret makes no commit after a restart")
+
+	// Deleted live, deleted in Git.
+	kubectlOK(t, alice, "", "delete", "secret", "-n", f.ns, "token")
+	f.waitFile(f.secretPath("token"), func(s string) bool { return s == "" }, "the delete committed")
+
+	noPlaintext(t, f.mirrorFixture, password, edited)
+}
+
+// TestFluxAppliesASealedSecret (B6, E1): the real Flux kustomize-controller
+// decrypts the document Reverser wrote, with its SOPS decryption, and
+// applies the Secret as it was.
+func TestFluxAppliesASealedSecret(t *testing.T) {
+	f := newSealedMirror(t)
+	const password = "e2e-flux-decrypts-me"
+	kubectlOK(t, alice, secretYAML(f.ns, "token", secretData(password)), "apply", "-f", "-")
+	f.waitFile(f.secretPath("token"), func(s string) bool { return strings.Contains(s, "sops:") }, "the Secret written sealed")
+
+	key := uniqueName("sops-age")
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", controlplane.FluxNamespace, key, "--from-literal=identity.agekey="+f.id.String())
+	t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "secret", "-n", controlplane.FluxNamespace, key) })
+	into := namespace(t, "sealed-applied")
+	ks := fluxSyncWith(t, f.url, "./"+filepath.Dir(f.secretPath("token")), into, "1m",
+		fmt.Sprintf("  decryption: {provider: sops, secretRef: {name: %s}}\n", key))
+	waitApplied(t, ks, git(t, f.bare, "rev-parse", "main"))
+	out := kubectlOK(t, admin, "", "get", "secret", "-n", into, "token", "-o", "yaml")
+	data, _ := decoded(t, out)
+	assert.Equal(t, secretData(password), data, "Flux applied the Secret's values")
+
+	noPlaintext(t, f.mirrorFixture, password)
+}
+
+// TestSecretsWithoutEncryptionAreNeverWritten (B6): without
+// spec.encryption a Secret is neither written nor swept, and the status
+// names the field to set.
+func TestSecretsWithoutEncryptionAreNeverWritten(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	const password = "e2e-never-in-git"
+	kubectlOK(t, admin, secretYAML(f.ns, "token", secretData(password)), "apply", "-f", "-")
+	f.barrier()
+	for _, file := range f.files() {
+		assert.NotContains(t, file, "/secrets/")
+	}
+	eventually(t, 30*time.Second, "the status names the field", func() (bool, error) {
+		return strings.Contains(conditionMessage(f.gitTarget().Status.Conditions, v1.ConditionStreamsRunning),
+			"set spec.encryption.sops.ageRecipients"), nil
+	})
+	c := meta.FindStatusCondition(f.gitTarget().Status.Conditions, v1.ConditionReady)
+	require.NotNil(t, c)
+	noPlaintext(t, f, password)
+}
+
+// noPlaintext fails when a value, or its base64, appears anywhere Reverser
+// writes: any object of the branch's repository (unreachable ones too), of
+// the controller's local repositories, the logs of every process of the
+// control plane, events, the status of Reverser's objects, and metrics.
+func noPlaintext(t *testing.T, f *mirrorFixture, values ...string) {
+	t.Helper()
+	var needles []string
+	for _, v := range values {
+		needles = append(needles, v, base64.StdEncoding.EncodeToString([]byte(v)))
+	}
+	check := func(where string, b []byte) {
+		t.Helper()
+		for _, n := range needles {
+			assert.NotContains(t, string(b), n, "a Secret's value in %s", where)
+		}
+	}
+	objects := func(gitDir string) []byte {
+		out, err := exec.Command("git", "--git-dir", gitDir, "cat-file", "--batch-all-objects", "--batch").Output()
+		require.NoError(t, err, "reading the objects of %s", gitDir)
+		return out
+	}
+	check("the repository's objects", objects(f.bare))
+	require.NoError(t, filepath.WalkDir(env.ControllerDataDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "objects" {
+			check("the controller's local repository "+p, objects(filepath.Dir(p)))
+			return filepath.SkipDir
+		}
+		return nil
+	}))
+	require.NoError(t, filepath.WalkDir(env.LogDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		check("log "+filepath.Base(p), b)
+		return nil
+	}))
+	check("events", []byte(kubectlOK(t, admin, "", "get", "events", "-A", "-o", "yaml")))
+	check("status", []byte(kubectlOK(t, admin, "", "get",
+		"kubeproviders,gitproviders,gittargets,watchrules,clusterwatchrules,commitrequests,fluxclaims,argocdclaims", "-A", "-o", "yaml")))
+	resp, err := http.Get(env.MetricsURL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	metrics, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	check("metrics", metrics)
+}
