@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ import (
 	"github.com/getsops/sops/v3/aes"
 	"github.com/getsops/sops/v3/age"
 	"github.com/getsops/sops/v3/config"
-	"github.com/getsops/sops/v3/keys"
+	sopskeys "github.com/getsops/sops/v3/keys"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 
 	"reverser.dev/reverser/pkg/watch"
@@ -41,9 +42,16 @@ import (
 // an applier that puts it on the cluster changes nothing.
 const DigestAnnotation = watch.SOPSDigestAnnotation
 
-// EncryptedRegex is what SOPS encrypts: a Secret's values, as Flux
-// documents it for Secrets.
-const EncryptedRegex = "^(data|stringData)$"
+// EncryptedRegex is what SOPS encrypts of a document: the fields named
+// keys, everything below them included; for a Secret (data, stringData)
+// what Flux documents.
+func EncryptedRegex(keys []string) string {
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = regexp.QuoteMeta(k)
+	}
+	return "^(" + strings.Join(quoted, "|") + ")$"
+}
 
 // digestVersion prefixes digests, so that a later scheme is told apart.
 const digestVersion = "hmac-sha256:"
@@ -82,12 +90,16 @@ func New(recipients []string, master []byte, domain string) (*Sealer, error) {
 // Recipients are the sorted recipients the Sealer encrypts to.
 func (s *Sealer) Recipients() []string { return slices.Clone(s.recipients) }
 
-// Seal returns the SOPS document of plain, a Secret's document without
-// DigestAnnotation. priors are documents already written for it (what Git
-// holds at its path): the first that is a SOPS document of the same
-// plaintext to the same recipients is returned as it is.
-func (s *Sealer) Seal(plain []byte, priors ...[]byte) ([]byte, error) {
-	digest := s.digest(plain)
+// Seal returns the SOPS document of plain, a document without
+// DigestAnnotation, with the fields named keys encrypted. priors are
+// documents already written for it (what Git holds at its path): the first
+// that is a SOPS document of the same plaintext, encrypting the same keys,
+// to the same recipients, is returned as it is.
+func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no field to encrypt")
+	}
+	digest := s.digest(plain, keys)
 	for _, prior := range priors {
 		if prior != nil && s.holds(prior, digest) {
 			return prior, nil
@@ -110,11 +122,11 @@ func (s *Sealer) Seal(plain []byte, priors ...[]byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("age recipient %q: %w", r, err)
 		}
-		group = append(group, keys.MasterKey(k))
+		group = append(group, sopskeys.MasterKey(k))
 	}
 	tree := sops.Tree{Branches: branches, Metadata: sops.Metadata{
 		KeyGroups:      []sops.KeyGroup{group},
-		EncryptedRegex: EncryptedRegex,
+		EncryptedRegex: EncryptedRegex(keys),
 		Version:        sopsVersion(),
 	}}
 	dataKey, errs := tree.GenerateDataKey()
@@ -137,9 +149,11 @@ func (s *Sealer) Seal(plain []byte, priors ...[]byte) ([]byte, error) {
 	return out, nil
 }
 
-// digest is the keyed digest of plain, as DigestAnnotation holds it.
-func (s *Sealer) digest(plain []byte) string {
+// digest is the keyed digest of plain with keys encrypted, as
+// DigestAnnotation holds it.
+func (s *Sealer) digest(plain []byte, keys []string) string {
 	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(EncryptedRegex(keys) + "\x00"))
 	mac.Write(plain)
 	return digestVersion + hex.EncodeToString(mac.Sum(nil))
 }

@@ -24,6 +24,9 @@ data:
 type: Opaque
 `
 
+// secret are the keys of a Secret's values.
+var secret = []string{"data", "stringData"}
+
 func identity(t *testing.T) (*age.X25519Identity, string) {
 	t.Helper()
 	id, err := age.GenerateX25519Identity()
@@ -61,7 +64,7 @@ func object(t *testing.T, doc []byte) map[string]any {
 func TestSealEncryptsValuesAndKeepsMetadataInClear(t *testing.T) {
 	id, r := identity(t)
 	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
-	doc, err := s.Seal([]byte(plain), nil)
+	doc, err := s.Seal([]byte(plain), secret)
 	require.NoError(t, err)
 	for _, v := range []string{"aHVudGVyMg==", "AP/+gA==", "hunter2"} {
 		assert.NotContains(t, string(doc), v, "a value in clear")
@@ -69,7 +72,7 @@ func TestSealEncryptsValuesAndKeepsMetadataInClear(t *testing.T) {
 	o := object(t, doc)
 	assert.Equal(t, "token", o["metadata"].(map[string]any)["name"], "metadata is in clear")
 	assert.Equal(t, "Opaque", o["type"])
-	assert.Equal(t, EncryptedRegex, o["sops"].(map[string]any)["encrypted_regex"])
+	assert.Equal(t, "^(data|stringData)$", o["sops"].(map[string]any)["encrypted_regex"])
 
 	// Decrypted, it is the Secret with the digest annotation, values byte
 	// for byte.
@@ -84,18 +87,18 @@ func TestSealEncryptsValuesAndKeepsMetadataInClear(t *testing.T) {
 func TestAnUnchangedSecretKeepsItsDocument(t *testing.T) {
 	_, r := identity(t)
 	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
-	first, err := s.Seal([]byte(plain), nil)
+	first, err := s.Seal([]byte(plain), secret)
 	require.NoError(t, err)
-	again, err := s.Seal([]byte(plain), nil)
+	again, err := s.Seal([]byte(plain), secret)
 	require.NoError(t, err)
 	assert.NotEqual(t, first, again, "SOPS output is randomised")
 
-	kept, err := s.Seal([]byte(plain), first)
+	kept, err := s.Seal([]byte(plain), secret, first)
 	require.NoError(t, err)
 	assert.Equal(t, first, kept, "the same plaintext keeps Git's document")
 
 	// A restarted controller (a new Sealer, same key) keeps it too.
-	kept, err = sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r).Seal([]byte(plain), first)
+	kept, err = sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r).Seal([]byte(plain), secret, first)
 	require.NoError(t, err)
 	assert.Equal(t, first, kept)
 }
@@ -104,21 +107,23 @@ func TestWhatMakesASecretEncryptedAfresh(t *testing.T) {
 	_, r1 := identity(t)
 	_, r2 := identity(t)
 	master := "0123456789abcdef0123456789abcdef"
-	first, err := sealer(t, master, "demo/mirror", r1).Seal([]byte(plain), nil)
+	first, err := sealer(t, master, "demo/mirror", r1).Seal([]byte(plain), secret)
 	require.NoError(t, err)
 	edited := strings.Replace(plain, "aHVudGVyMg==", "aHVudGVyMw==", 1)
 	for name, c := range map[string]struct {
 		s     *Sealer
 		plain string
+		keys  []string
 	}{
-		"a changed value":       {sealer(t, master, "demo/mirror", r1), edited},
-		"another recipient":     {sealer(t, master, "demo/mirror", r1, r2), plain},
-		"another GitTarget":     {sealer(t, master, "demo/other", r1), plain},
-		"another digest key":    {sealer(t, "fedcba9876543210fedcba9876543210", "demo/mirror", r1), plain},
-		"a recipient withdrawn": {sealer(t, master, "demo/mirror", r2), plain},
+		"a changed value":       {sealer(t, master, "demo/mirror", r1), edited, secret},
+		"another recipient":     {sealer(t, master, "demo/mirror", r1, r2), plain, secret},
+		"another GitTarget":     {sealer(t, master, "demo/other", r1), plain, secret},
+		"another digest key":    {sealer(t, "fedcba9876543210fedcba9876543210", "demo/mirror", r1), plain, secret},
+		"a recipient withdrawn": {sealer(t, master, "demo/mirror", r2), plain, secret},
+		"other fields":          {sealer(t, master, "demo/mirror", r1), plain, []string{"data"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			doc, err := c.s.Seal([]byte(c.plain), first)
+			doc, err := c.s.Seal([]byte(c.plain), c.keys, first)
 			require.NoError(t, err)
 			assert.NotEqual(t, first, doc)
 			got, ok := Recipients(doc)
@@ -135,7 +140,7 @@ func TestTheDigestIsKeyed(t *testing.T) {
 	master := "0123456789abcdef0123456789abcdef"
 	a := sealer(t, master, "demo/mirror", r)
 	b := sealer(t, master, "other/mirror", r)
-	assert.NotEqual(t, a.digest([]byte(plain)), b.digest([]byte(plain)))
+	assert.NotEqual(t, a.digest([]byte(plain), secret), b.digest([]byte(plain), secret))
 }
 
 func TestNewRefusesBadInput(t *testing.T) {
@@ -151,8 +156,32 @@ func TestNewRefusesBadInput(t *testing.T) {
 func TestSealReplacesADocumentThatIsNotItsOwn(t *testing.T) {
 	id, r := identity(t)
 	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
-	doc, err := s.Seal([]byte(plain), []byte(plain))
+	doc, err := s.Seal([]byte(plain), secret, []byte(plain))
 	require.NoError(t, err)
 	assert.NotContains(t, string(doc), "aHVudGVyMg==", "a plaintext document in Git is replaced, never kept")
 	assert.Contains(t, string(decrypted(t, doc, id)), "aHVudGVyMg==")
+}
+
+// A field another kind embeds is encrypted, and only fields of its name.
+func TestSealEncryptsTheFieldsNamed(t *testing.T) {
+	id, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	const cm = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: demo
+data:
+  color: blue
+  password: hunter2
+`
+	doc, err := s.Seal([]byte(cm), []string{"password"})
+	require.NoError(t, err)
+	assert.NotContains(t, string(doc), "hunter2")
+	assert.Contains(t, string(doc), "color: blue", "other fields stay in clear")
+	assert.Equal(t, "^(password)$", object(t, doc)["sops"].(map[string]any)["encrypted_regex"])
+	out := object(t, decrypted(t, doc, id))
+	assert.Equal(t, "hunter2", out["data"].(map[string]any)["password"])
+	_, err = s.Seal([]byte(cm), nil)
+	assert.ErrorContains(t, err, "no field to encrypt")
 }

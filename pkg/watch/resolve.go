@@ -45,6 +45,9 @@ type Resolution struct {
 	// Unresolved names what the rules asked for that the source does not
 	// serve (or serves without list and watch), for the rule's status.
 	Unresolved []string
+	// Credentials are the credential fields the rules name for each
+	// resource.
+	Credentials map[schema.GroupVersionResource][]v1.CredentialField
 }
 
 // Resolve matches rules against what the source serves. namespaced selects
@@ -96,9 +99,17 @@ func Resolve(rules []v1.ResourceRule, served Served, namespaced bool) Resolution
 							if !wild {
 								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s cannot be listed and watched", gvrString(gvr)))
 							}
-						case !seen[gvr]:
-							seen[gvr] = true
-							res.GVRs = append(res.GVRs, gvr)
+						default:
+							if !seen[gvr] {
+								seen[gvr] = true
+								res.GVRs = append(res.GVRs, gvr)
+							}
+							if len(rule.CredentialFields) > 0 {
+								if res.Credentials == nil {
+									res.Credentials = map[schema.GroupVersionResource][]v1.CredentialField{}
+								}
+								res.Credentials[gvr] = append(res.Credentials[gvr], rule.CredentialFields...)
+							}
 						}
 					}
 					if !found && !wild {

@@ -53,6 +53,12 @@ var perType = map[schema.GroupResource][][]string{
 // applier tracking, as deterministic YAML with apiVersion, kind and metadata
 // first. Two objects that differ only in runtime fields give the same bytes.
 func Sanitize(gr schema.GroupResource, obj *unstructured.Unstructured) ([]byte, error) {
+	return marshalOrdered(clean(gr, obj))
+}
+
+// clean is a copy of obj without status, runtime metadata and applier
+// tracking.
+func clean(gr schema.GroupResource, obj *unstructured.Unstructured) map[string]any {
 	o := obj.DeepCopy().Object
 	delete(o, "status")
 	if md, ok := o["metadata"].(map[string]any); ok {
@@ -65,7 +71,7 @@ func Sanitize(gr schema.GroupResource, obj *unstructured.Unstructured) ([]byte, 
 	for _, path := range perType[gr] {
 		unstructured.RemoveNestedField(o, path...)
 	}
-	return marshalOrdered(o)
+	return o
 }
 
 func hasApplierPrefix(k string) bool {

@@ -111,3 +111,11 @@ func TestSkip(t *testing.T) {
 	assert.False(t, Mirrorable(schema.GroupResource{Resource: "events"}))
 	assert.True(t, Mirrorable(configmaps))
 }
+
+// The digest an applier puts on a sealed Secret is not part of it.
+func TestSanitizeDropsTheSealedDigest(t *testing.T) {
+	doc, err := Sanitize(SecretsResource, parse(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, annotations: {"+
+		SOPSDigestAnnotation+": 'hmac-sha256:00'}}\ndata: {k: dg==}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  k: dg==\n", string(doc))
+}

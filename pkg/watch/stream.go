@@ -68,9 +68,10 @@ type Change struct {
 	// entry: who wrote it last, where no audit fact says (an applier's
 	// echo is told by it).
 	Manager string
-	// Secret says Content is a Secret's document in clear: the sink
-	// encrypts it before it keeps it anywhere, and never logs it.
-	Secret bool
+	// Encrypt, when set, says Content is in clear and holds credentials (a
+	// Secret's values, or fields a rule names): the sink encrypts these
+	// keys before it keeps the document anywhere, and never logs it.
+	Encrypt []string
 }
 
 // Sink receives a stream's changes: a branch worker.
@@ -80,7 +81,7 @@ type Sink interface {
 }
 
 func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstructured, content []byte) Change {
-	return Change{Secret: gvr.GroupResource() == SecretsResource,
+	return Change{
 		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
 		GVR: gvr, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		UID: u.GetUID(), Manager: lastManager(u),
@@ -127,9 +128,8 @@ type Stream struct {
 }
 
 // StartStream starts watching scope and feeding sink for the GitTarget key
-// whose documents live under base; secrets says whether Secrets are handed
-// on, to be sealed.
-func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, secrets Secrets, sink Sink) *Stream {
+// whose documents live under base; policy says what becomes of credentials.
+func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, policy Policy, sink Sink) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{})}
 	ns := scope.Namespace
@@ -161,25 +161,25 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		}
 		defer s.handle(u.GetResourceVersion()) // after the sink has it
 		s.setErr(nil)
-		if outcome, skip := Skip(gr, u, secrets); skip {
+		if outcome, skip := Skip(gr, u, policy.Secrets); skip {
 			metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
 			return
 		}
-		content, err := Sanitize(gr, u)
+		content, encrypt, err := policy.Document(gr, u)
 		if err != nil {
 			metrics.WatchEvents.WithLabelValues(string(OutcomeInvalid)).Inc()
 			klog.FromContext(ctx).Error(err, "Cannot write object", "scope", scope.String(), "object", klog.KObj(u))
 			return
 		}
 		if o, ok := old.(*unstructured.Unstructured); ok {
-			if before, err := Sanitize(gr, o); err == nil && string(before) == string(content) {
+			if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
 				metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
 				return
 			}
 		}
 		metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
 		ch := change(scope.GVR, base, u, content)
-		ch.Snapshot = snapshot()
+		ch.Snapshot, ch.Encrypt = snapshot(), encrypt
 		sink.Change(ctx, key, ch)
 	}
 	var err error
@@ -198,7 +198,7 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 				return
 			}
 			defer s.handle(u.GetResourceVersion())
-			if _, skip := Skip(gr, u, secrets); skip {
+			if _, skip := Skip(gr, u, policy.Secrets); skip {
 				return
 			}
 			metrics.WatchEvents.WithLabelValues("deleted").Inc()

@@ -90,7 +90,7 @@ func TestStopWaitsForHandlers(t *testing.T) {
 		configMap(ns, "a"), configMap(ns, "b"), configMap(ns, "c"))
 	cms := client.Resource(configMaps).Namespace(ns)
 	sink := newBlockingSink()
-	s := StartStream(ctx, client, "key", "base", Scope{GVR: configMaps, Namespace: ns}, SkipSecrets, sink)
+	s := StartStream(ctx, client, "key", "base", Scope{GVR: configMaps, Namespace: ns}, Policy{}, sink)
 
 	// The first change of the initial list is now blocked inside the sink.
 	var handlerCtx context.Context
@@ -200,7 +200,7 @@ func TestExpiredWatchesAreCounted(t *testing.T) {
 		return true, w, nil
 	})
 	before := testutil.ToFloat64(metrics.WatchErrors.WithLabelValues("expired"))
-	s := StartStream(t.Context(), client, "key", "base", Scope{GVR: configMaps, Namespace: "demo"}, SkipSecrets, newBlockingSinkReleased())
+	s := StartStream(t.Context(), client, "key", "base", Scope{GVR: configMaps, Namespace: "demo"}, Policy{}, newBlockingSinkReleased())
 	defer s.Stop()
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return testutil.ToFloat64(metrics.WatchErrors.WithLabelValues("expired")) > before, nil

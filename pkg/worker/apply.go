@@ -282,7 +282,7 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 		if ch.Content == nil {
 			delete(t.desired, ch.Path)
 		} else {
-			t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc}
+			t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc, sealed: len(ch.Encrypt) > 0}
 		}
 		return true
 	}
@@ -299,7 +299,7 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 		if err != nil {
 			return false
 		}
-		t.desired[ch.Path] = doc{content: append([]byte{}, content...), desc: ch.Desc}
+		t.desired[ch.Path] = doc{content: append([]byte{}, content...), desc: ch.Desc, sealed: len(ch.Encrypt) > 0}
 		metrics.ApplyWindowCollisions.Inc()
 		if a.pending == "" {
 			a.pending, a.yields = ReasonRepair, false

@@ -18,8 +18,8 @@ import (
 // prior that holds the same plaintext comes back as it is.
 type fakeSealer struct{ n atomic.Int64 }
 
-func (s *fakeSealer) Seal(plain []byte, priors ...[]byte) ([]byte, error) {
-	digest := fmt.Sprintf("sealed %x", sha256.Sum256(plain))
+func (s *fakeSealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, error) {
+	digest := fmt.Sprintf("sealed %q %x", keys, sha256.Sum256(plain))
 	for _, p := range priors {
 		if strings.HasPrefix(string(p), digest+" ") {
 			return p, nil
@@ -35,7 +35,7 @@ func (c *clocked) secret(tg Target, name, value string) {
 	if value != "" {
 		content = []byte(value + "\n")
 	}
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/secrets/" + name + ".yaml", Content: content, Secret: true,
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/secrets/" + name + ".yaml", Content: content, Encrypt: []string{"data", "stringData"},
 		Desc: "Secret demo/" + name, Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret", Namespace: "demo", Name: name})
 	c.settle()
 }

@@ -72,16 +72,18 @@ type Target struct {
 	Scopes []watch.Scope
 	// Claim, when set, is the applier the target's held claim hands over.
 	Claim *Claim
-	// Seal encrypts the target's Secrets; without it they are dropped,
-	// and never swept from Git.
+	// Seal encrypts the target's credentials (Secrets, and the fields its
+	// rules name); without it changes that hold them are dropped, and the
+	// Secrets Git holds are never swept.
 	Seal Sealer
 }
 
-// Sealer encrypts a Secret's document in clear (package seal). It returns
-// the first of priors that already holds plain, so that an unchanged
-// Secret writes nothing although encryption is randomised.
+// Sealer encrypts the fields named keys of a document in clear (package
+// seal). It returns the first of priors that already holds plain so, which
+// keeps an unchanged object from writing anything although encryption is
+// randomised.
 type Sealer interface {
-	Seal(plain []byte, priors ...[]byte) ([]byte, error)
+	Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, error)
 }
 
 // Attributor decides the author of a change. ready=false means its fact may
@@ -193,6 +195,8 @@ type pendingChange struct {
 	watch.Change
 	author *gitrepo.Signature
 	seq    uint64
+	// sealed: Content is encrypted already.
+	sealed bool
 }
 
 type doc struct {
@@ -201,6 +205,8 @@ type doc struct {
 	// id names the object, for writing into sources (sources.go); the
 	// zero ID where the change did not say.
 	id kustomize.ID
+	// sealed documents are written as they are, never into sources.
+	sealed bool
 }
 
 type unpushedCommit struct {
@@ -444,10 +450,11 @@ func (w *Worker) resolvePending(t *target) error {
 			}
 			continue
 		}
-		if ch.Secret {
+		if len(ch.Encrypt) > 0 && !ch.sealed {
 			if !w.seal(t, &ch.Change) {
 				continue
 			}
+			ch.sealed = true
 		}
 		if w.echo(t, ch.Change, author) {
 			continue
@@ -465,16 +472,15 @@ func (w *Worker) resolvePending(t *target) error {
 	return nil
 }
 
-// seal replaces a Secret's document in clear by its sealed document, reusing
-// what Git holds or the window already has when that holds the same
-// values. false drops the change: the target does not seal, or sealing
-// failed (which no retry mends; the plaintext is never logged).
+// seal replaces a document in clear that holds credentials by its sealed
+// document, reusing what Git holds or the window already has when that
+// holds the same values. false drops the change: the target does not seal,
+// or sealing failed (which no retry mends; the plaintext is never logged).
 func (w *Worker) seal(t *target, ch *watch.Change) bool {
 	if t.cfg.Seal == nil {
 		metrics.WatchEvents.WithLabelValues(string(watch.OutcomeSecretSkipped)).Inc()
 		return false
 	}
-	ch.Secret = false
 	if ch.Content == nil {
 		return true // a delete has nothing to seal
 	}
@@ -487,10 +493,10 @@ func (w *Worker) seal(t *target, ch *watch.Change) bool {
 	if d, ok := t.desired[ch.Path]; ok {
 		priors = append(priors, d.content)
 	}
-	sealed, err := t.cfg.Seal.Seal(ch.Content, priors...)
+	sealed, err := t.cfg.Seal.Seal(ch.Content, ch.Encrypt, priors...)
 	if err != nil {
 		metrics.WatchEvents.WithLabelValues(string(watch.OutcomeInvalid)).Inc()
-		klog.Background().Error(err, "Cannot seal a Secret; it is not written", "gitTarget", t.cfg.Key, "object", ch.Desc)
+		klog.Background().Error(err, "Cannot encrypt a document's credentials; it is not written", "gitTarget", t.cfg.Key, "object", ch.Desc)
 		return false
 	}
 	ch.Content = sealed
@@ -511,7 +517,7 @@ func (w *Worker) apply(t *target, ch watch.Change, author gitrepo.Signature) err
 	if ch.Content == nil {
 		delete(t.desired, ch.Path)
 	} else {
-		t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc, id: idOfChange(ch)}
+		t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc, id: idOfChange(ch), sealed: len(ch.Encrypt) > 0}
 	}
 	w.touch(t, author, ch.Path, ch.Desc, ch.Seen)
 	return nil
@@ -723,9 +729,11 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
-		// Secrets are never written into kustomize sources, which would
-		// hold their values in clear: each keeps its own document.
-		if id, ok := w.idOf(t, p); ok && !isSecret(id) && (kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
+		// Credentials are never written into kustomize sources, which would
+		// hold them in clear: a sealed document, and any Secret, keeps a
+		// document of its own.
+		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) &&
+			(kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
 			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
 			if held {
 				ch.New = d.content

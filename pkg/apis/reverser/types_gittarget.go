@@ -215,6 +215,42 @@ type ResourceRule struct {
 	// +required
 	// +listType=set
 	Resources []string `json:"resources"`
+	// credentialFields are fields of the selected objects that hold
+	// credentials, and what becomes of each in Git. Secrets are always
+	// written encrypted, or not at all; these name credentials that other
+	// kinds embed.
+	// +optional
+	// +listType=map
+	// +listMapKey=path
+	CredentialFields []CredentialField `json:"credentialFields,omitempty"`
+}
+
+// CredentialAction is what becomes of a credential field in Git.
+type CredentialAction string
+
+// Credential actions.
+const (
+	// CredentialDrop leaves the field out of Git.
+	CredentialDrop CredentialAction = "Drop"
+	// CredentialEncrypt writes the object as a SOPS document with the field
+	// encrypted (GitTarget spec.encryption).
+	CredentialEncrypt CredentialAction = "Encrypt"
+)
+
+// CredentialField is a field that holds a credential.
+type CredentialField struct {
+	// path names the field by its keys from the object's root, separated by
+	// dots: "spec.auth.password". "*" stands for every key of a map
+	// ("data.*"); list items cannot be named.
+	// +required
+	Path string `json:"path"`
+	// action is Drop (the default), which leaves the field out of Git, or
+	// Encrypt, which writes the object as a SOPS document with the field
+	// encrypted and needs the GitTarget's spec.encryption. SOPS encrypts by
+	// key name: every field of the document named as the path's last key is
+	// encrypted.
+	// +optional
+	Action CredentialAction `json:"action,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -146,11 +146,14 @@ type mirrorState struct {
 	unnamed  gitrepo.Signature
 	path     string
 	sourceFP string // streams restart when the source's credentials change
-	// sealFP names what Secrets are sealed to ("" when not mirrored): the
-	// Secrets streams restart when it changes, so that every Secret is
-	// read, and encrypted, again.
+	// sealFP names what credentials are sealed to ("" when not mirrored):
+	// the streams that seal restart when it changes, so that each of their
+	// objects is read, and encrypted, again.
 	sealFP  string
 	streams map[watch.Scope]*watch.Stream
+	// policies are the running streams' credential policies: a stream
+	// restarts when its policy changes.
+	policies map[watch.Scope]string
 }
 
 type source struct {
@@ -434,7 +437,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
-	scopes, err := c.scopes(ctx, gt, kp, src, st)
+	scopes, credentials, err := c.scopes(ctx, gt, kp, src, st)
 	if err != nil {
 		c.release(wkey)
 		return asProblem(err, "DiscoveryFailed")
@@ -458,6 +461,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Index: c.cfg.Facts, Provider: kp.Name, Consumer: key, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
 		Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
 	}
+	policies := c.restreamCredentials(key, scopes, credentials, sealer != nil, sealFP)
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
 		Scopes:      scopes,
@@ -475,22 +479,22 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	leaseKept := m == nil
 	if m == nil {
 		// The new mirror keeps the reference this reconcile took.
-		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, streams: map[watch.Scope]*watch.Stream{}}
+		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, sealFP: sealFP,
+			streams: map[watch.Scope]*watch.Stream{}, policies: map[watch.Scope]string{}}
 		c.mirrors[key] = m
 	}
 	m.domain, m.unnamed = gp.Spec.AuthorEmailDomain, authors.Unnamed()
-	resealed := m.sealFP != sealFP
-	m.sealFP = sealFP
-	policy := map[bool]watch.Secrets{true: watch.SealSecrets, false: watch.SkipSecrets}[sealer != nil]
 	for scope, s := range m.streams {
-		if !slices.Contains(scopes, scope) || resealed && scope.GVR.GroupResource() == watch.SecretsResource {
+		if !slices.Contains(scopes, scope) {
 			stopped = append(stopped, s)
 			delete(m.streams, scope)
+			delete(m.policies, scope)
 		}
 	}
 	for _, scope := range scopes {
 		if _, ok := m.streams[scope]; !ok {
-			m.streams[scope] = watch.StartStream(c.ctx, src.dynamic, key, gt.Spec.Path, scope, policy, w)
+			m.streams[scope] = watch.StartStream(c.ctx, src.dynamic, key, gt.Spec.Path, scope, policies[scope], w)
+			m.policies[scope] = policies[scope].String()
 		}
 		st.streams = append(st.streams, m.streams[scope])
 		if scope.GVR.GroupResource() == watch.SecretsResource && sealer == nil {
@@ -511,7 +515,8 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 // reports each rule's resolution in its status. A rule feeds nothing when its
 // source namespace is not lent to it, when its author may not read what it
 // selects, or (a ClusterWatchRule) when the target does not accept it.
-func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source, st *observed) ([]watch.Scope, error) {
+func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source,
+	st *observed) ([]watch.Scope, map[watch.Scope][]v1.CredentialField, error) {
 	groups, lists, err := src.discovery.ServerGroupsAndResources()
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		err = fmt.Errorf("discovering the source's API: %w", err)
@@ -522,20 +527,23 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	src.discoveredAt, src.discoveryErr = time.Now(), err
 	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	served := watch.NewServed(groups, lists)
 	var scopes []watch.Scope
-	add := func(gvrs []schema.GroupVersionResource, ns string) {
-		for _, gvr := range gvrs {
-			if s := (watch.Scope{GVR: gvr, Namespace: ns}); !slices.Contains(scopes, s) {
+	credentials := map[watch.Scope][]v1.CredentialField{}
+	add := func(res watch.Resolution, ns string) {
+		for _, gvr := range res.GVRs {
+			s := watch.Scope{GVR: gvr, Namespace: ns}
+			if !slices.Contains(scopes, s) {
 				scopes = append(scopes, s)
 			}
+			credentials[s] = append(credentials[s], res.Credentials[gvr]...)
 		}
 	}
 	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, wr := range rules {
 		if wr.Spec.GitTargetRef.Name != gt.Name {
@@ -548,25 +556,27 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		res := watch.Resolve(wr.Spec.Rules, served, true)
 		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, c.namespaceLabels)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var denied *problem
 		if !lent {
 			denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry, "+
 				"or the rule watches its own namespace", kp.Name, ns, wr.Namespace)
 		} else if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
-			return nil, err
+			return nil, nil, err
+		} else if denied == nil {
+			denied = unencrypted(gt, wr.Spec.Rules)
 		}
 		if denied != nil {
 			res.GVRs = nil
 			st.refused = append(st.refused, fmt.Sprintf("WatchRule %s: %s", wr.Name, denied.message))
 		}
-		add(res.GVRs, ns)
+		add(res, ns)
 		c.writeRuleStatus(ctx, wr, res, denied)
 	}
 	crules, err := c.crules.List(labels.Everything())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, cwr := range crules {
 		if cwr.Spec.GitTargetRef.Namespace != gt.Namespace || cwr.Spec.GitTargetRef.Name != gt.Name {
@@ -578,16 +588,18 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			denied = problemf("NotAccepted", "GitTarget %s/%s does not accept this ClusterWatchRule: its owner adds %q to spec.acceptClusterWatchRules",
 				gt.Namespace, gt.Name, cwr.Name)
 		} else if denied, err = c.authorized(ctx, kp, cwr.Status.AuthorizedBy, res.GVRs, ""); err != nil {
-			return nil, err
+			return nil, nil, err
+		} else if denied == nil {
+			denied = unencrypted(gt, cwr.Spec.Rules)
 		}
 		if denied != nil {
 			res.GVRs = nil
 			st.refused = append(st.refused, fmt.Sprintf("ClusterWatchRule %s: %s", cwr.Name, denied.message))
 		}
-		add(res.GVRs, "")
+		add(res, "")
 		c.writeClusterRuleStatus(ctx, cwr, res, denied)
 	}
-	return scopes, nil
+	return scopes, credentials, nil
 }
 
 func accepts(accepted []string, name string) bool {

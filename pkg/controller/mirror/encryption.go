@@ -5,6 +5,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/seal"
+	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -25,4 +26,58 @@ func (c *Controller) sealer(gt *v1.GitTarget) (worker.Sealer, string, error) {
 		return nil, "", problemf("EncryptionInvalid", "spec.encryption.sops: %v: fix the recipients", err)
 	}
 	return s, "sops:" + strings.Join(s.Recipients(), ","), nil
+}
+
+// unencrypted refuses rules that encrypt fields for a GitTarget without
+// spec.encryption: their objects would have to be written in clear.
+func unencrypted(gt *v1.GitTarget, rules []v1.ResourceRule) *problem {
+	if gt.Spec.Encryption != nil {
+		return nil
+	}
+	for _, r := range rules {
+		for _, f := range r.CredentialFields {
+			if f.Action == v1.CredentialEncrypt {
+				return problemf("EncryptionNotConfigured", "credential field %q is to be encrypted, and GitTarget %s/%s has no spec.encryption: "+
+					"set spec.encryption.sops.ageRecipients on the GitTarget, or make the field's action Drop", f.Path, gt.Namespace, gt.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// restreamCredentials returns the credential policy of each scope, and
+// stops the target's streams whose policy changed, or that seal when what
+// they seal to changed: before the worker learns the new policy, so that no
+// stream hands on a document under the old one afterwards. The streams
+// start again with the new policy, and read every object again.
+func (c *Controller) restreamCredentials(key string, scopes []watch.Scope, credentials map[watch.Scope][]v1.CredentialField, sealing bool,
+	sealFP string) map[watch.Scope]watch.Policy {
+	secrets := watch.SkipSecrets
+	if sealing {
+		secrets = watch.SealSecrets
+	}
+	policies := map[watch.Scope]watch.Policy{}
+	for _, scope := range scopes {
+		policies[scope] = watch.NewPolicy(secrets, credentials[scope])
+	}
+	var stale []*watch.Stream
+	c.mu.Lock()
+	if m := c.mirrors[key]; m != nil {
+		resealed := m.sealFP != sealFP
+		m.sealFP = sealFP
+		for scope, s := range m.streams {
+			p, kept := policies[scope]
+			seals := scope.GVR.GroupResource() == watch.SecretsResource || len(p.Encrypt) > 0
+			if kept && (m.policies[scope] != p.String() || resealed && seals) {
+				stale = append(stale, s)
+				delete(m.streams, scope)
+				delete(m.policies, scope)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range stale {
+		s.Stop()
+	}
+	return policies
 }

@@ -60,6 +60,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &reverserv1alpha1.CommitterApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CommitWindow"):
 		return &reverserv1alpha1.CommitWindowApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("CredentialField"):
+		return &reverserv1alpha1.CredentialFieldApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EncryptionSpec"):
 		return &reverserv1alpha1.EncryptionSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FluxClaim"):

@@ -99,6 +99,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.CommitSpec{}.OpenAPIModelName():                  schema_pkg_apis_reverser_v1alpha1_CommitSpec(ref),
 		v1alpha1.CommitWindow{}.OpenAPIModelName():                schema_pkg_apis_reverser_v1alpha1_CommitWindow(ref),
 		v1alpha1.Committer{}.OpenAPIModelName():                   schema_pkg_apis_reverser_v1alpha1_Committer(ref),
+		v1alpha1.CredentialField{}.OpenAPIModelName():             schema_pkg_apis_reverser_v1alpha1_CredentialField(ref),
 		v1alpha1.EncryptionSpec{}.OpenAPIModelName():              schema_pkg_apis_reverser_v1alpha1_EncryptionSpec(ref),
 		v1alpha1.FluxClaim{}.OpenAPIModelName():                   schema_pkg_apis_reverser_v1alpha1_FluxClaim(ref),
 		v1alpha1.FluxClaimList{}.OpenAPIModelName():               schema_pkg_apis_reverser_v1alpha1_FluxClaimList(ref),
@@ -3780,6 +3781,35 @@ func schema_pkg_apis_reverser_v1alpha1_Committer(ref common.ReferenceCallback) c
 	}
 }
 
+func schema_pkg_apis_reverser_v1alpha1_CredentialField(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CredentialField is a field that holds a credential.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"path": {
+						SchemaProps: spec.SchemaProps{
+							Description: "path names the field by its keys from the object's root, separated by dots: \"spec.auth.password\". \"*\" stands for every key of a map (\"data.*\"); list items cannot be named.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"action": {
+						SchemaProps: spec.SchemaProps{
+							Description: "action is Drop (the default), which leaves the field out of Git, or Encrypt, which writes the object as a SOPS document with the field encrypted and needs the GitTarget's spec.encryption. SOPS encrypts by key name: every field of the document named as the path's last key is encrypted.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"path"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_reverser_v1alpha1_EncryptionSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -4872,10 +4902,33 @@ func schema_pkg_apis_reverser_v1alpha1_ResourceRule(ref common.ReferenceCallback
 							},
 						},
 					},
+					"credentialFields": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"path",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "credentialFields are fields of the selected objects that hold credentials, and what becomes of each in Git. Secrets are always written encrypted, or not at all; these name credentials that other kinds embed.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.CredentialField{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
 				},
 				Required: []string{"apiGroups", "resources"},
 			},
 		},
+		Dependencies: []string{
+			v1alpha1.CredentialField{}.OpenAPIModelName()},
 	}
 }
 

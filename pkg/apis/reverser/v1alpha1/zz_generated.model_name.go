@@ -125,6 +125,11 @@ func (in Committer) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CredentialField) OpenAPIModelName() string {
+	return "dev.reverser.v1alpha1.CredentialField"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in EncryptionSpec) OpenAPIModelName() string {
 	return "dev.reverser.v1alpha1.EncryptionSpec"
 }

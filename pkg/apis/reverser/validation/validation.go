@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -483,6 +484,46 @@ func ValidateResourceRules(rules []reverser.ResourceRule, fld *field.Path) field
 			for _, msg := range utilvalidation.IsDNS1123Subdomain(res) {
 				errs = append(errs, field.Invalid(rf.Child("resources").Index(j), res, msg))
 			}
+		}
+		errs = append(errs, validateCredentialFields(r.CredentialFields, rf.Child("credentialFields"))...)
+	}
+	return errs
+}
+
+// identifying are the fields that name an object: an applier needs them in
+// clear, so they can be neither dropped nor encrypted.
+var identifying = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "metadata.name": true, "metadata.namespace": true}
+
+func validateCredentialFields(fields []reverser.CredentialField, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, f := range fields {
+		ff := fld.Index(i)
+		pf := ff.Child("path")
+		keys := strings.Split(f.Path, ".")
+		switch {
+		case f.Path == "":
+			errs = append(errs, field.Required(pf, `the field's keys, separated by dots, e.g. "spec.auth.password"`))
+		case slices.Contains(keys, ""):
+			errs = append(errs, field.Invalid(pf, f.Path, "a key between two dots, or at either end, is empty"))
+		case strings.ContainsAny(f.Path, "[]"):
+			errs = append(errs, field.Invalid(pf, f.Path, `list items cannot be named: name map keys only, "*" for every key of a map`))
+		case keys[0] == "*":
+			errs = append(errs, field.Invalid(pf, f.Path, "the first key must be named"))
+		case identifying[f.Path] || keys[0] == "apiVersion" || keys[0] == "kind":
+			errs = append(errs, field.Invalid(pf, f.Path, "apiVersion, kind, metadata.name and metadata.namespace name the object and stay in clear"))
+		case seen[f.Path]:
+			errs = append(errs, field.Duplicate(pf, f.Path))
+		}
+		seen[f.Path] = true
+		switch f.Action {
+		case "", reverser.CredentialDrop:
+		case reverser.CredentialEncrypt:
+			if keys[0] == "metadata" {
+				errs = append(errs, field.Invalid(ff.Child("action"), f.Action, "metadata stays in clear: Drop the field instead"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(ff.Child("action"), f.Action, []string{string(reverser.CredentialDrop), string(reverser.CredentialEncrypt)}))
 		}
 	}
 	return errs

@@ -378,6 +378,32 @@ func TestValidateResourceRules(t *testing.T) {
 		fields(ValidateResourceRules(bad, field.NewPath("rules"))))
 }
 
+func TestValidateCredentialFields(t *testing.T) {
+	rule := func(cf ...reverser.CredentialField) []reverser.ResourceRule {
+		return []reverser.ResourceRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, CredentialFields: cf}}
+	}
+	ok := rule(reverser.CredentialField{Path: "data.password"}, reverser.CredentialField{Path: "spec.auth.*", Action: reverser.CredentialEncrypt},
+		reverser.CredentialField{Path: "metadata.annotations.token", Action: reverser.CredentialDrop})
+	assert.Empty(t, ValidateResourceRules(ok, field.NewPath("rules")))
+	for _, c := range []struct {
+		f    reverser.CredentialField
+		want string
+	}{
+		{reverser.CredentialField{}, "rules[0].credentialFields[0].path"},
+		{reverser.CredentialField{Path: "data..x"}, "rules[0].credentialFields[0].path"},
+		{reverser.CredentialField{Path: "spec.containers[0].env"}, "rules[0].credentialFields[0].path"},
+		{reverser.CredentialField{Path: "*.password"}, "rules[0].credentialFields[0].path"},
+		{reverser.CredentialField{Path: "metadata.name"}, "rules[0].credentialFields[0].path"},
+		{reverser.CredentialField{Path: "kind"}, "rules[0].credentialFields[0].path"},
+		{reverser.CredentialField{Path: "metadata.annotations.x", Action: reverser.CredentialEncrypt}, "rules[0].credentialFields[0].action"},
+		{reverser.CredentialField{Path: "data.x", Action: "Hide"}, "rules[0].credentialFields[0].action"},
+	} {
+		assert.Equal(t, []string{c.want}, fields(ValidateResourceRules(rule(c.f), field.NewPath("rules"))), "%+v", c.f)
+	}
+	dup := rule(reverser.CredentialField{Path: "data.x"}, reverser.CredentialField{Path: "data.x", Action: reverser.CredentialEncrypt})
+	assert.Equal(t, []string{"rules[0].credentialFields[1].path"}, fields(ValidateResourceRules(dup, field.NewPath("rules"))))
+}
+
 func TestValidateRepoPath(t *testing.T) {
 	cases := []struct {
 		name, path string

@@ -17,6 +17,11 @@ type ResourceRuleApplyConfiguration struct {
 	APIVersions []string `json:"apiVersions,omitempty"`
 	// resources to match, plural and lower case ("configmaps"); "*" every resource.
 	Resources []string `json:"resources,omitempty"`
+	// credentialFields are fields of the selected objects that hold
+	// credentials, and what becomes of each in Git. Secrets are always
+	// written encrypted, or not at all; these name credentials that other
+	// kinds embed.
+	CredentialFields []CredentialFieldApplyConfiguration `json:"credentialFields,omitempty"`
 }
 
 // ResourceRuleApplyConfiguration constructs a declarative configuration of the ResourceRule type for use with
@@ -51,6 +56,19 @@ func (b *ResourceRuleApplyConfiguration) WithAPIVersions(values ...string) *Reso
 func (b *ResourceRuleApplyConfiguration) WithResources(values ...string) *ResourceRuleApplyConfiguration {
 	for i := range values {
 		b.Resources = append(b.Resources, values[i])
+	}
+	return b
+}
+
+// WithCredentialFields adds the given value to the CredentialFields field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the CredentialFields field.
+func (b *ResourceRuleApplyConfiguration) WithCredentialFields(values ...*CredentialFieldApplyConfiguration) *ResourceRuleApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithCredentialFields")
+		}
+		b.CredentialFields = append(b.CredentialFields, *values[i])
 	}
 	return b
 }
