@@ -37,9 +37,15 @@ type sealedMirror struct {
 
 func newSealedMirror(t *testing.T) *sealedMirror {
 	t.Helper()
+	return newSealedMirrorWith(t, configMapRule)
+}
+
+// newSealedMirrorWith is a sealed mirror of what rules select.
+func newSealedMirrorWith(t *testing.T, rules string) *sealedMirror {
+	t.Helper()
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
-	f := newMirror(t, configMapRule, fmt.Sprintf("  encryption: {sops: {ageRecipients: [%q]}}", id.Recipient().String()))
+	f := newMirror(t, rules, fmt.Sprintf("  encryption: {sops: {ageRecipients: [%q]}}", id.Recipient().String()))
 	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: secrets, namespace: %[1]s}
@@ -202,6 +208,49 @@ func TestSecretsWithoutEncryptionAreNeverWritten(t *testing.T) {
 	c := meta.FindStatusCondition(f.gitTarget().Status.Conditions, v1.ConditionReady)
 	require.NotNil(t, c)
 	noPlaintext(t, f, password)
+}
+
+// credentialRule mirrors ConfigMaps, dropping data.password and encrypting
+// data.token.
+const credentialRule = `  - apiGroups: [""]
+    resources: [configmaps]
+    credentialFields:
+    - {path: data.password}
+    - {path: data.token, action: Encrypt}`
+
+// TestCredentialFieldsOfOtherKinds (B6): a rule names the credentials a
+// ConfigMap embeds: the one it drops never reaches Git, the one it
+// encrypts is a SOPS field that sops --decrypt restores, the rest stays in
+// clear; without spec.encryption a rule that encrypts is refused, naming
+// the field to set.
+func TestCredentialFieldsOfOtherKinds(t *testing.T) {
+	f := newSealedMirrorWith(t, credentialRule)
+	const password, token = "e2e-dropped-password", "e2e-encrypted-token"
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=color=blue",
+		"--from-literal=password="+password, "--from-literal=token="+token)
+	f.waitFile(f.cmPath("app"), func(s string) bool { return strings.Contains(s, "sops:") }, "the ConfigMap written sealed")
+	doc := f.file(f.cmPath("app"))
+	assert.Contains(t, doc, "color: blue", "other fields in clear")
+	assert.Contains(t, doc, "encrypted_regex: ^(token)$")
+	var o map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(f.decrypt(doc)), &o))
+	assert.Equal(t, map[string]any{"color": "blue", "token": token}, o["data"], "decrypted: the token back, the password gone")
+	assert.Equal(t, "alice <alice@users.reverser.invalid>", git(t, f.bare, "log", "-1", "--format=%an <%ae>", "main", "--", f.cmPath("app")),
+		"a ConfigMap's write is audited in full: its author is known")
+
+	// Unchanged across a restart.
+	commits := f.commitsOf(f.cmPath("app"))
+	require.NoError(t, controlplane.Restart(env, "reverser-controller"))
+	f.waitReady()
+	f.barrier()
+	assert.Equal(t, commits, f.commitsOf(f.cmPath("app")))
+	noPlaintext(t, f.mirrorFixture, password, token)
+
+	plain := newMirrorWith(t, mirrorOptions{rules: credentialRule})
+	eventually(t, 60*time.Second, "the rule refused", func() (bool, error) {
+		return strings.Contains(conditionMessage(plain.gitTarget().Status.Conditions, v1.ConditionStreamsRunning),
+			`credential field "data.token" is to be encrypted, and GitTarget `+plain.ns+`/site has no spec.encryption`), nil
+	})
 }
 
 // noPlaintext fails when a value, or its base64, appears anywhere Reverser
