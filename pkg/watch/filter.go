@@ -39,10 +39,16 @@ const (
 	SealSecrets Secrets = true
 )
 
+// serviceAccountToken is the type of the Secrets the cluster fills with a
+// ServiceAccount's token: valid in that one cluster only.
+const serviceAccountToken = "kubernetes.io/service-account-token"
+
 // Skip says whether an object is never written, and why.
 func Skip(gr schema.GroupResource, obj *unstructured.Unstructured, secrets Secrets) (Outcome, bool) {
 	switch {
 	case gr == schema.GroupResource{Resource: "configmaps"} && obj.GetName() == RootCAConfigMap:
+		return OutcomeClusterGenerated, true
+	case gr == SecretsResource && obj.Object["type"] == serviceAccountToken:
 		return OutcomeClusterGenerated, true
 	case gr == SecretsResource && secrets == SkipSecrets:
 		return OutcomeSecretSkipped, true

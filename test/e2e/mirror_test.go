@@ -205,7 +205,8 @@ func TestMirrorConfigMapLifecycle(t *testing.T) {
 	assert.Equal(t, "Reverser: delete ConfigMap "+f.ns+"/app", f.subjects()[0])
 
 	// The cluster's own ConfigMap never appears, nor does a Secret.
-	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "password", "--from-literal=p=hunter2")
+	const password = "e2e-lifecycle-hunter2"
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "password", "--from-literal=p="+password)
 	f.barrier()
 	for _, file := range f.files() {
 		assert.NotContains(t, file, "kube-root-ca.crt")
@@ -219,6 +220,7 @@ func TestMirrorConfigMapLifecycle(t *testing.T) {
 	})
 	assert.Equal(t, v1.StreamCounts{Desired: 3, Running: 3}, gt.Status.Streams)
 	assert.Contains(t, conditionMessage(gt.Status.Conditions, v1.ConditionStreamsRunning), "Secrets are not written")
+	noPlaintext(t, f, password)
 }
 
 func conditionMessage(conds []metav1.Condition, typ string) string {
@@ -383,13 +385,14 @@ func TestMirrorGitCredentials(t *testing.T) {
 	user := uniqueName("robot")
 	creds, err := os.OpenFile(filepath.Join(env.GitRoot, gitserver.CredentialsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(creds, "%s:right-password\n", user)
+	wrong, right := "e2e-wrong-password-"+user, "e2e-right-password-"+user
+	_, err = fmt.Fprintf(creds, "%s:%s\n", user, right)
 	require.NoError(t, err)
 	require.NoError(t, creds.Close())
 
 	f := newMirrorWith(t, mirrorOptions{rules: configMapRule, providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true", private: true})
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials",
-		"--from-literal=username="+user, "--from-literal=password=wrong-password")
+		"--from-literal=username="+user, "--from-literal=password="+wrong)
 	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=a=1")
 	eventually(t, 60*time.Second, "GitReachable is False with the remote's answer", func() (bool, error) {
 		gt := f.gitTarget()
@@ -399,9 +402,10 @@ func TestMirrorGitCredentials(t *testing.T) {
 	assert.Empty(t, f.files(), "nothing was pushed with a wrong password")
 
 	out := kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials", "--dry-run=client", "-o", "yaml",
-		"--from-literal=username="+user, "--from-literal=password=right-password")
+		"--from-literal=username="+user, "--from-literal=password="+right)
 	kubectlOK(t, admin, out, "apply", "-f", "-")
 	// The rotation is seen on the next reconcile (at most --resync later).
 	f.waitFile(f.cmPath("app"), func(s string) bool { return s != "" }, "pushed once the Secret holds the right password")
 	f.waitReady()
+	noPlaintext(t, f, wrong, right)
 }

@@ -68,6 +68,14 @@ func TestSignedCommits(t *testing.T) {
 	f.waitFile(f.cmPath("early"), exists, "what was made while stalled is mirrored once the key is there")
 	f.waitFile(f.cmPath("later"), exists, "a live edit after")
 	assert.Positive(t, f.verifyCommits(public), "every commit verifies")
+	noPlaintext(t, f, keyLine(private))
+}
+
+// keyLine is a line from the middle of a PEM private key's body: a needle
+// for noPlaintext that any copy of the key holds.
+func keyLine(pem string) string {
+	lines := strings.Split(strings.TrimSpace(pem), "\n")
+	return lines[len(lines)/2]
 }
 
 // exists is a waitFile condition: the file is on the branch.

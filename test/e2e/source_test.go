@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/clientcmd"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
@@ -251,6 +252,27 @@ func TestSaveOnASourceCluster(t *testing.T) {
 	out, err = kubectl(admin, commitRequestYAML(s.ns, "from-control", s.ns, "site"), "create", "-f", "-")
 	require.Error(t, err)
 	assert.Contains(t, out, "mirrors another cluster through KubeProvider "+s.kp+": save on that cluster")
+	noPlaintext(t, s.mirrorFixture, s.credentials(t)...)
+}
+
+// credentials are the needles of the source's Secrets: its audit token and
+// each kubeconfig's token or a line of its client key.
+func (s *sourceFixture) credentials(t *testing.T) []string {
+	t.Helper()
+	needles := []string{s.src.AuditToken}
+	for _, path := range []string{s.src.KubeconfigReverser, s.src.KubeconfigReverserRotated} {
+		cfg, err := clientcmd.LoadFromFile(path)
+		require.NoError(t, err)
+		for _, a := range cfg.AuthInfos {
+			if a.Token != "" {
+				needles = append(needles, a.Token)
+			}
+			if len(a.ClientKeyData) > 0 {
+				needles = append(needles, keyLine(string(a.ClientKeyData)))
+			}
+		}
+	}
+	return needles
 }
 
 // TestASourceClusterRecovers (D4): Forbidden when the credential loses its
@@ -321,4 +343,5 @@ func TestASourceClusterRecovers(t *testing.T) {
 	for _, cr := range s.sourceRequests(t) {
 		assert.Empty(t, cr.Annotations[commitrequest.DeleteAfterAnnotation], "Reconcile keeps finished requests")
 	}
+	noPlaintext(t, s.mirrorFixture, s.credentials(t)...)
 }

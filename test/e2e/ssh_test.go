@@ -86,4 +86,5 @@ func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
 	sshCredentials(t, f.ns, newIdentity, srv.KnownHosts)
 	f.waitFile(f.cmPath("four"), exists, "pushed with the rotated key")
 	assert.Positive(t, f.verifyCommits(signingPublic), "every commit Reverser made is signed")
+	noPlaintext(t, f, keyLine(identity), keyLine(newIdentity), keyLine(signing))
 }

@@ -247,14 +247,15 @@ func TestWorkersKeepTheirOwnCredentials(t *testing.T) {
 	user := uniqueName("robot")
 	creds, err := os.OpenFile(filepath.Join(env.GitRoot, gitserver.CredentialsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(creds, "%s:their-password\n", user)
+	password := "e2e-their-password-" + user
+	_, err = fmt.Fprintf(creds, "%s:%s\n", user, password)
 	require.NoError(t, err)
 	require.NoError(t, creds.Close())
 
 	victim := newMirrorWith(t, mirrorOptions{rules: ownConfigMaps, private: true,
 		providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true"})
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", victim.ns, "git-credentials",
-		"--from-literal=username="+user, "--from-literal=password=their-password")
+		"--from-literal=username="+user, "--from-literal=password="+password)
 	victim.waitReady()
 	victim.barrier()
 
@@ -283,6 +284,7 @@ spec:
 `, tn.ns, tn.provider, mirrorPath, victim.ns), "apply", "--server-side", "-f", "-")
 	msg = waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "PathConflict", "gittarget", "-n", tn.ns, "overlap")
 	assert.Contains(t, msg, fmt.Sprintf("GitTarget %s/site, created earlier", victim.ns))
+	noPlaintext(t, victim, password)
 }
 
 func conditionStatus(conds []metav1.Condition, typ string) string {
@@ -345,7 +347,7 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 		{name: "credentials", reason: "SecretNotFound", providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true",
 			setup: func(t *testing.T, tn *tenant) {
 				kubectlOK(t, admin, "", "create", "secret", "generic", "-n", tn.ns, "git-credentials",
-					"--from-literal=username=robot", "--from-literal=password=anything")
+					"--from-literal=username=robot", "--from-literal=password="+revokedPassword)
 			},
 			revoke: func(t *testing.T, tn *tenant) {
 				kubectlOK(t, admin, "", "delete", "secret", "-n", tn.ns, "git-credentials")
@@ -388,9 +390,13 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 			never(t, 5*time.Second, "a commit after the precondition was withdrawn", func() bool {
 				return slices.ContainsFunc(tn.files(), func(p string) bool { return strings.HasSuffix(p, "/after.yaml") })
 			})
+			noPlaintext(t, tn.mirrorFixture, revokedPassword)
 		})
 	}
 }
+
+// revokedPassword is the Git password of a revocation case's Secret.
+const revokedPassword = "e2e-revoked-git-password"
 
 // TestTenantInputsAreRefused (finding 5): bob's inputs that would alias or
 // escape a folder, leak or misuse credentials, or forge a save.
