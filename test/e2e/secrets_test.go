@@ -236,6 +236,49 @@ func TestSecretsWithoutEncryptionAreNeverWritten(t *testing.T) {
 	noPlaintext(t, f, password)
 }
 
+// TestATenantCannotSealWhatTheyCannotRead (B6, tenancy): bob, with rights
+// in his own namespace only, points a rule with his own age key at another
+// namespace's Secrets: refused, and nothing of theirs reaches his
+// repository. His own Secrets are sealed to his key, and a digest he forges
+// on a live Secret changes nothing.
+func TestATenantCannotSealWhatTheyCannotRead(t *testing.T) {
+	victim := namespace(t, "victim")
+	const theirs, his = "e2e-victims-db-password", "e2e-bobs-own-password"
+	kubectlOK(t, admin, secretYAML(victim, "db", secretData(theirs)), "apply", "-f", "-")
+
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	tn := newTenant(t, "")
+	tn.mirror("", `  rules:
+  - apiGroups: [""]
+    resources: [configmaps, secrets]`)
+	kubectlOK(t, bob, "", "patch", "gittarget", "-n", tn.ns, "site", "--type=merge", "-p",
+		fmt.Sprintf(`{"spec":{"encryption":{"sops":{"ageRecipients":[%q]}}}}`, id.Recipient().String()))
+	out, err := tn.apply(bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: steal-secrets}
+spec:
+  gitTargetRef: {name: site}
+  sourceNamespace: %s
+  rules:
+  - apiGroups: [""]
+    resources: [secrets]
+`, victim))
+	require.Error(t, err, "bob may not list the other namespace's Secrets")
+	assert.Contains(t, out, "forbidden")
+
+	kubectlOK(t, bob, secretYAML(tn.ns, "mine", secretData(his)), "apply", "-f", "-")
+	mine := filepath.Join(mirrorPath, tn.ns, "secrets", "mine.yaml")
+	tn.waitFile(mine, func(s string) bool { return strings.Contains(s, id.Recipient().String()) }, "bob's Secret sealed to his key")
+	commits := len(strings.Fields(git(t, tn.bare, "log", "--format=%H", "main", "--", mine)))
+	kubectlOK(t, bob, "", "annotate", "secret", "-n", tn.ns, "mine", "reverser.dev/sops-digest=hmac-sha256:forged")
+	tn.barrier()
+	assert.Equal(t, commits, len(strings.Fields(git(t, tn.bare, "log", "--format=%H", "main", "--", mine))),
+		"a forged digest on the live Secret is no change")
+	tn.noFileContains(victim)
+	noPlaintext(t, tn.mirrorFixture, theirs, his)
+}
+
 // credentialRule mirrors ConfigMaps, dropping data.password and encrypting
 // data.token.
 const credentialRule = `  - apiGroups: [""]
