@@ -93,3 +93,32 @@ func TestSecretsAreNeverWrittenUnsealed(t *testing.T) {
 	c.step(site.Window.Silence)
 	assert.ElementsMatch(t, []string{"clusters/dev/demo/secrets/kept.yaml", "clusters/dev/demo/configmaps/a.yaml"}, c.remoteFiles())
 }
+
+// In a folder kustomize builds, a sealed document keeps a file of its own:
+// the planner, which would write its fields into a generator or a source
+// file in clear, never sees it.
+func TestASealedDocumentIsNeverWrittenIntoSources(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		"site/kustomization.yaml": "namespace: shop\nsecretGenerator:\n- name: token\n  literals:\n  - token=old\nresources:\n- settings.yaml\n",
+		"site/settings.yaml":      configMap("settings", "blue"),
+	})
+	tg := shop
+	tg.Seal = &fakeSealer{}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, "shop", "settings"),
+		Content: []byte(configMap("settings", "hunter2")), Encrypt: []string{"color"}, Desc: "ConfigMap shop/settings", Seen: c.clock.Now(),
+		GVR: gvr, Kind: "ConfigMap", Namespace: "shop", Name: "settings"})
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, secretGVR, "shop", "token"),
+		Content: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: shop\ndata:\n  token: aHVudGVyMg==\n"),
+		Encrypt: []string{"data", "stringData"}, Desc: "Secret shop/token", Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret",
+		Namespace: "shop", Name: "token"})
+	c.settle()
+	c.step(tg.Window.Silence)
+	assert.Equal(t, configMap("settings", "blue"), c.remoteShow("site/settings.yaml")+"\n", "the source file is left alone")
+	assert.Contains(t, c.remoteShow("site/kustomization.yaml"), "token=old", "the generator is left alone")
+	assert.True(t, strings.HasPrefix(c.remoteShow("site/shop/configmaps/settings.yaml"), "sealed "), "a document of its own")
+	assert.True(t, strings.HasPrefix(c.remoteShow("site/shop/secrets/token.yaml"), "sealed "))
+	assert.NotContains(t, c.git(bare, "log", "-p", "main"), "hunter2")
+}
