@@ -118,7 +118,35 @@ func TestASealedDocumentIsNeverWrittenIntoSources(t *testing.T) {
 	c.step(tg.Window.Silence)
 	assert.Equal(t, configMap("settings", "blue"), c.remoteShow("site/settings.yaml")+"\n", "the source file is left alone")
 	assert.Contains(t, c.remoteShow("site/kustomization.yaml"), "token=old", "the generator is left alone")
-	assert.True(t, strings.HasPrefix(c.remoteShow("site/shop/configmaps/settings.yaml"), "sealed "), "a document of its own")
-	assert.True(t, strings.HasPrefix(c.remoteShow("site/shop/secrets/token.yaml"), "sealed "))
+	assert.True(t, strings.HasPrefix(c.remoteShow("site/shop/secrets/token.yaml"), "sealed "), "a document of its own")
+	assert.NotContains(t, c.remoteFiles(), "site/shop/configmaps/settings.yaml", "no second copy of what a source holds")
+	c.rec.mu.Lock()
+	assert.Equal(t, []string{"ConfigMap shop/settings is already in site/settings.yaml, which Reverser does not rewrite encrypted: " +
+		"move it to site/shop/configmaps/settings.yaml (git mv) to have it mirrored"}, c.rec.refusals)
+	c.rec.mu.Unlock()
 	assert.NotContains(t, c.git(bare, "log", "-p", "main"), "hunter2")
+}
+
+// A Secret Git holds in a file made by hand is not copied to its layout
+// path, which would give appliers the object twice: the change is refused,
+// naming the file and the fix.
+func TestASealedDocumentHeldElsewhereIsRefused(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		"site/secrets.enc.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: shop\ndata:\n  token: ENC[...]\n",
+	})
+	tg := shop
+	tg.Seal = &fakeSealer{}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, secretGVR, "shop", "token"),
+		Content: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: shop\ndata:\n  token: aHVudGVyMg==\n"),
+		Encrypt: []string{"data", "stringData"}, Desc: "Secret shop/token", Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret",
+		Namespace: "shop", Name: "token"})
+	c.settle()
+	c.step(tg.Window.Silence)
+	assert.Equal(t, []string{"site/secrets.enc.yaml"}, c.remoteFiles())
+	c.rec.mu.Lock()
+	defer c.rec.mu.Unlock()
+	assert.Equal(t, []string{"Secret shop/token is already in site/secrets.enc.yaml, which Reverser does not rewrite encrypted: " +
+		"move it to site/shop/secrets/token.yaml (git mv) to have it mirrored"}, c.rec.refusals)
 }

@@ -729,6 +729,10 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	var items []sourced
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
+		if refusal := w.sealedElsewhere(t, p, d, held); refusal != "" {
+			t.refused[p] = win.paths[p] + refusal
+			continue
+		}
 		// Credentials are never written into kustomize sources, which would
 		// hold them in clear: a sealed document, and any Secret, keeps a
 		// document of its own.
@@ -809,6 +813,26 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 }
 
 func isSecret(id kustomize.ID) bool { return id.Group == "" && id.Kind == "Secret" }
+
+// sealedElsewhere refuses a sealed document whose object Git already holds
+// in another file under the target's path (a SOPS file made by hand): a
+// copy at its layout path would give appliers the object twice, and that
+// file may hold other documents. "" writes it at its layout path.
+func (w *Worker) sealedElsewhere(t *target, p string, d doc, held bool) string {
+	if !held || !d.sealed {
+		return ""
+	}
+	id, ok := w.idOf(t, p)
+	if !ok || w.docs.holds(p, id) {
+		delete(t.refused, p)
+		return ""
+	}
+	if q := w.docs.elsewhere(id, t.cfg.Path, p); q != "" {
+		return fmt.Sprintf(" is already in %s, which Reverser does not rewrite encrypted: move it to %s (git mv) to have it mirrored", q, p)
+	}
+	delete(t.refused, p)
+	return ""
+}
 
 func commitMessage(base string, lines []string) string {
 	where := base
