@@ -115,6 +115,37 @@ else
 fi
 echo "(See docs/security.md: what an admin lends, and what each rule's author must be allowed.)"
 
+say "Secrets are written only encrypted: a GitTarget with an age recipient writes each as a SOPS document"
+keys="${LOCAL_DIR}/demo.agekey"
+[[ -f "${keys}" ]] || go run filippo.io/age/cmd/age-keygen -o "${keys}" 2>/dev/null
+recipient=$(sed -n 's/^# public key: //p' "${keys}")
+kubectl apply --server-side -f - <<YAML
+apiVersion: reverser.dev/v1alpha1
+kind: GitTarget
+metadata: {name: secrets, namespace: demo}
+spec:
+  kubeProviderRef: {name: local}
+  gitProviderRef: {name: repo}
+  branch: main
+  path: clusters/demo-secrets
+  encryption: {sops: {ageRecipients: [${recipient}]}}
+---
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: secrets, namespace: demo}
+spec:
+  gitTargetRef: {name: secrets}
+  rules: [{apiGroups: [""], resources: [secrets]}]
+YAML
+show kubectl -n demo create secret generic db --from-literal=password=demo-hunter2
+secret=clusters/demo-secrets/demo/secrets/db.yaml
+wait_for "the sealed Secret" git -C "${repo}" cat-file -e "main:${secret}"
+show git -C "${repo}" show "main:${secret}"
+git -C "${repo}" show "main:${secret}" >"${LOCAL_DIR}/db.sops.yaml"
+echo "\$ SOPS_AGE_KEY_FILE=${keys} go tool sops --decrypt db.sops.yaml   # the sops CLI, built from the module Reverser seals with"
+SOPS_AGE_KEY_FILE="${keys}" go tool sops --decrypt --input-type yaml --output-type yaml "${LOCAL_DIR}/db.sops.yaml"
+echo "(Flux decrypts it too: docs/configuration.md, Secrets and other credentials.)"
+
 say "Flux applies the same folder: admin hands its Kustomization to Reverser with a FluxClaim"
 kubectl apply --server-side -f - <<YAML
 apiVersion: source.toolkit.fluxcd.io/v1

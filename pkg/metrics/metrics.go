@@ -16,6 +16,12 @@ var (
 		Name: "reverser_watch_events_total",
 		Help: "Watch events received, by outcome: mirrored, unchanged, cluster_generated, secret_skipped, invalid, deleted.",
 	}, []string{"outcome"})
+	// Seals counts documents with credentials a branch worker sealed.
+	Seals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "reverser_seals_total",
+		Help: "Documents holding credentials a branch worker sealed, by outcome: encrypted (afresh), kept (the document Git holds already " +
+			"held the same values), failed (not written).",
+	}, []string{"outcome"})
 	// WatchErrors counts failed watches, which the informers retry.
 	WatchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_watch_errors_total",
@@ -152,6 +158,7 @@ func init() {
 	Registry.MustRegister(Converges, ApplyWindowBarriers, ApplyWindowEchoes, ApplyWindowCollisions)
 	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
+	Registry.MustRegister(Seals)
 	Registry.MustRegister(Leader, WatchEvents, WatchErrors, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -34,6 +34,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -495,10 +496,15 @@ func (w *Worker) seal(t *target, ch *watch.Change) bool {
 	}
 	sealed, err := t.cfg.Seal.Seal(ch.Content, ch.Encrypt, priors...)
 	if err != nil {
-		metrics.WatchEvents.WithLabelValues(string(watch.OutcomeInvalid)).Inc()
+		metrics.Seals.WithLabelValues("failed").Inc()
 		klog.Background().Error(err, "Cannot encrypt a document's credentials; it is not written", "gitTarget", t.cfg.Key, "object", ch.Desc)
 		return false
 	}
+	outcome := "encrypted"
+	if slices.ContainsFunc(priors, func(p []byte) bool { return bytes.Equal(p, sealed) }) {
+		outcome = "kept"
+	}
+	metrics.Seals.WithLabelValues(outcome).Inc()
 	ch.Content = sealed
 	return true
 }

@@ -159,6 +159,7 @@ func TestSecretsAreWrittenSealed(t *testing.T) {
 	f.waitReady()
 	f.barrier()
 	assert.Equal(t, commits, f.commitsOf(f.secretPath("token")), "an unchanged Secret makes no commit after a restart")
+	assert.Positive(t, metric(t, `reverser_seals_total{outcome="kept"}`), "the document Git holds was kept")
 
 	// Deleted live, deleted in Git.
 	kubectlOK(t, alice, "", "delete", "secret", "-n", f.ns, "token")
