@@ -1,6 +1,8 @@
-// Package seal turns a Secret's document into a SOPS document encrypted to
-// age recipients: data and stringData encrypted, everything else in clear,
-// as `sops --decrypt` and Flux's kustomize-controller read it.
+// Package seal turns a document that holds credentials (a Secret's, or one
+// whose credential fields a rule names) into a SOPS document encrypted to
+// age recipients: those fields encrypted (a Secret's data and stringData),
+// everything else in clear, as `sops --decrypt` and Flux's
+// kustomize-controller read it.
 //
 // SOPS output is randomised, and the controller holds only the recipients,
 // never an identity that could decrypt what Git holds. So that an unchanged
@@ -37,7 +39,7 @@ import (
 	"reverser.dev/reverser/pkg/watch"
 )
 
-// DigestAnnotation holds the keyed digest of a sealed Secret's plaintext.
+// DigestAnnotation holds the keyed digest of a sealed document's plaintext.
 // It is stripped from live Secrets before they are compared or sealed, so
 // an applier that puts it on the cluster changes nothing.
 const DigestAnnotation = watch.SOPSDigestAnnotation
@@ -106,12 +108,14 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 		}
 	}
 	store := sopsyaml.NewStore(&config.YAMLStoreConfig{})
+	// Errors of the YAML libraries may quote the document: never wrapped,
+	// since they would carry its values into logs.
 	branches, err := store.LoadPlainFile(plain)
 	if err != nil {
-		return nil, fmt.Errorf("reading the Secret's document: %w", err)
+		return nil, errors.New("the document is not valid YAML")
 	}
 	if len(branches) != 1 {
-		return nil, fmt.Errorf("the Secret's document holds %d YAML documents, not one", len(branches))
+		return nil, fmt.Errorf("the document holds %d YAML documents, not one", len(branches))
 	}
 	if err := annotate(branches[0], DigestAnnotation, digest); err != nil {
 		return nil, err
@@ -136,7 +140,7 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 	cipher := aes.NewCipher()
 	mac, err := tree.Encrypt(dataKey, cipher)
 	if err != nil {
-		return nil, fmt.Errorf("encrypting the Secret's values: %w", err)
+		return nil, fmt.Errorf("encrypting the document's fields: %w", err)
 	}
 	tree.Metadata.LastModified = time.Now().UTC()
 	if tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339)); err != nil {
@@ -144,7 +148,7 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 	}
 	out, err := store.EmitEncryptedFile(tree)
 	if err != nil {
-		return nil, fmt.Errorf("writing the SOPS document: %w", err)
+		return nil, errors.New("the SOPS document cannot be written as YAML")
 	}
 	return out, nil
 }
@@ -203,11 +207,11 @@ func Recipients(doc []byte) (recipients []string, ok bool) {
 func annotate(doc sops.TreeBranch, key, value string) error {
 	i := slices.IndexFunc(doc, func(it sops.TreeItem) bool { return it.Key == "metadata" })
 	if i < 0 {
-		return errors.New("the Secret's document has no metadata")
+		return errors.New("the document has no metadata")
 	}
 	md, ok := doc[i].Value.(sops.TreeBranch)
 	if !ok {
-		return errors.New("the Secret's metadata is not a mapping")
+		return errors.New("the document's metadata is not a mapping")
 	}
 	j := slices.IndexFunc(md, func(it sops.TreeItem) bool { return it.Key == "annotations" })
 	if j < 0 {
@@ -216,7 +220,7 @@ func annotate(doc sops.TreeBranch, key, value string) error {
 	}
 	ann, ok := md[j].Value.(sops.TreeBranch)
 	if !ok {
-		return errors.New("the Secret's annotations are not a mapping")
+		return errors.New("the document's annotations are not a mapping")
 	}
 	if k := slices.IndexFunc(ann, func(it sops.TreeItem) bool { return it.Key == key }); k >= 0 {
 		ann[k].Value = value

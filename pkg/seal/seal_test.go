@@ -185,3 +185,15 @@ data:
 	_, err = s.Seal([]byte(cm), nil)
 	assert.ErrorContains(t, err, "no field to encrypt")
 }
+
+// What cannot be sealed is refused without quoting the document, whose
+// values the error would carry into logs.
+func TestSealErrorsNeverQuoteTheDocument(t *testing.T) {
+	_, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	for _, doc := range []string{"data: {password: hunter2\n", "data:\n  password: hunter2\n  password: hunter3\n", "- hunter2\n"} {
+		_, err := s.Seal([]byte(doc), secret)
+		require.Error(t, err, doc)
+		assert.NotContains(t, err.Error(), "hunter", doc)
+	}
+}

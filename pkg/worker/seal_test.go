@@ -30,15 +30,26 @@ func (s *fakeSealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte
 
 var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
+// secret sends a change of Secret demo/name holding value ("": deleted).
 func (c *clocked) secret(tg Target, name, value string) {
 	var content []byte
 	if value != "" {
 		content = []byte(value + "\n")
 	}
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/secrets/" + name + ".yaml", Content: content, Encrypt: []string{"data", "stringData"},
-		Desc: "Secret demo/" + name, Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret", Namespace: "demo", Name: name})
+	c.sendSecret(tg, "demo", name, content)
+}
+
+// sendSecret sends a change of Secret ns/name, its document in clear, at
+// its layout path.
+func (c *clocked) sendSecret(tg Target, ns, name string, content []byte) {
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, secretGVR, ns, name), Content: content,
+		Encrypt: []string{"data", "stringData"}, Desc: "Secret " + ns + "/" + name, Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret",
+		Namespace: ns, Name: name})
 	c.settle()
 }
+
+// shopToken is Secret shop/token in clear.
+const shopToken = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: shop\ndata:\n  token: aHVudGVyMg==\n"
 
 func TestSecretsAreWrittenSealed(t *testing.T) {
 	url, bare := serveRepo(t)
@@ -110,11 +121,7 @@ func TestASealedDocumentIsNeverWrittenIntoSources(t *testing.T) {
 	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, "shop", "settings"),
 		Content: []byte(configMap("settings", "hunter2")), Encrypt: []string{"color"}, Desc: "ConfigMap shop/settings", Seen: c.clock.Now(),
 		GVR: gvr, Kind: "ConfigMap", Namespace: "shop", Name: "settings"})
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, secretGVR, "shop", "token"),
-		Content: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: shop\ndata:\n  token: aHVudGVyMg==\n"),
-		Encrypt: []string{"data", "stringData"}, Desc: "Secret shop/token", Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret",
-		Namespace: "shop", Name: "token"})
-	c.settle()
+	c.sendSecret(tg, "shop", "token", []byte(shopToken))
 	c.step(tg.Window.Silence)
 	assert.Equal(t, configMap("settings", "blue"), c.remoteShow("site/settings.yaml")+"\n", "the source file is left alone")
 	assert.Contains(t, c.remoteShow("site/kustomization.yaml"), "token=old", "the generator is left alone")
@@ -138,11 +145,7 @@ func TestASealedDocumentHeldElsewhereIsRefused(t *testing.T) {
 	tg.Seal = &fakeSealer{}
 	c := startClocked(t, url, tg)
 	c.bare = bare
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, secretGVR, "shop", "token"),
-		Content: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: shop\ndata:\n  token: aHVudGVyMg==\n"),
-		Encrypt: []string{"data", "stringData"}, Desc: "Secret shop/token", Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret",
-		Namespace: "shop", Name: "token"})
-	c.settle()
+	c.sendSecret(tg, "shop", "token", []byte(shopToken))
 	c.step(tg.Window.Silence)
 	assert.Equal(t, []string{"site/secrets.enc.yaml"}, c.remoteFiles())
 	c.rec.mu.Lock()
