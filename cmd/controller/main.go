@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +48,7 @@ import (
 
 type options struct {
 	kubeconfig, dataDir, metricsAddr, healthAddr string
+	pprofAddr                                    string
 	leaderElect                                  bool
 	leaseNamespace, leaseName                    string
 	leaseDuration, renewDeadline, retryPeriod    time.Duration
@@ -72,6 +74,8 @@ func main() {
 	flag.StringVar(&o.dataDir, "data-dir", "reverser-controller-data", "directory for the branch workers' local repositories")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint; empty turns it off")
 	flag.StringVar(&o.healthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address of /healthz and /readyz")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"address of Go's /debug/pprof/ profiles (CPU, heap, goroutines), for measuring; empty, the default, turns them off")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader with a coordination.k8s.io Lease, so only one replica mirrors")
 	flag.StringVar(&o.leaseNamespace, "leader-election-namespace", "reverser-system", "namespace of the leader election Lease")
 	flag.StringVar(&o.leaseName, "leader-election-id", "reverser-controller", "name of the leader election Lease")
@@ -267,6 +271,17 @@ func run(ctx context.Context, o options) error {
 	})
 	if err := serve(ctx, o.healthAddr, health); err != nil {
 		return err
+	}
+	if o.pprofAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if err := serve(ctx, o.pprofAddr, mux); err != nil {
+			return err
+		}
 	}
 	if o.metricsAddr != "" {
 		mux := http.NewServeMux()

@@ -89,3 +89,57 @@ func TestNewSSHSignerRefusesWhatIsNotAKey(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "reading the SSH signing key")
 }
+
+// verifyOpenPGP runs the real `git verify-commit` with gpg holding public.
+func verifyOpenPGP(t *testing.T, bare, rev string, public []byte) (string, bool) {
+	t.Helper()
+	home := t.TempDir()
+	gnupg := filepath.Join(home, "gnupg")
+	require.NoError(t, os.Mkdir(gnupg, 0o700))
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GNUPGHOME="+gnupg)
+	imp := exec.Command("gpg", "--batch", "--import")
+	imp.Stdin, imp.Env = strings.NewReader(string(public)), env
+	out, err := imp.CombinedOutput()
+	require.NoError(t, err, "gpg --import: %s", out)
+	cmd := exec.Command("git", "verify-commit", "--raw", rev)
+	cmd.Dir, cmd.Env = bare, env
+	out, err = cmd.CombinedOutput()
+	return string(out), err == nil
+}
+
+// TestOpenPGPSignedCommitsVerify: a commit signed with an OpenPGP key (and
+// one protected by a passphrase) passes `git verify-commit` with gpg
+// holding that key, and fails with another.
+func TestOpenPGPSignedCommitsVerify(t *testing.T) {
+	for _, passphrase := range []string{"", "correct horse"} {
+		t.Run("passphrase="+passphrase, func(t *testing.T) {
+			url, bare := remote(t)
+			r, err := Open(t.TempDir(), url, "main", nil)
+			require.NoError(t, err)
+			private, public := testkeys.OpenPGP(t, passphrase)
+			if passphrase != "" {
+				_, err := NewOpenPGPSigner(private, nil)
+				assert.ErrorContains(t, err, "protected by a passphrase")
+			}
+			signer, err := NewOpenPGPSigner(private, []byte(passphrase))
+			require.NoError(t, err)
+			signed := info
+			signed.Signer = signer
+			c1, err := r.Commit(plumbing.ZeroHash, map[string][]byte{"a.yaml": []byte("a: 1\n")}, signed)
+			require.NoError(t, err)
+			require.NoError(t, r.Push(context.Background(), c1))
+
+			out, ok := verifyOpenPGP(t, bare, c1.String(), public)
+			assert.True(t, ok, "git verify-commit: %s", out)
+			assert.Contains(t, out, "GOODSIG")
+			_, other := testkeys.OpenPGP(t, "")
+			_, ok = verifyOpenPGP(t, bare, c1.String(), other)
+			assert.False(t, ok, "another key does not verify it")
+		})
+	}
+	_, err := NewOpenPGPSigner([]byte("not a key"), nil)
+	assert.ErrorContains(t, err, "reading the OpenPGP signing key")
+	_, public := testkeys.OpenPGP(t, "")
+	_, err = NewOpenPGPSigner(public, nil)
+	assert.ErrorContains(t, err, "no private key that can sign")
+}

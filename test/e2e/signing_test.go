@@ -80,3 +80,37 @@ func keyLine(pem string) string {
 
 // exists is a waitFile condition: the file is on the branch.
 func exists(content string) bool { return content != "" }
+
+// TestOpenPGPSignedCommits (B1): spec.signing with an OpenPGP key signs
+// every commit Reverser pushes; the real `git verify-commit`, with gpg
+// holding the public key, passes for each.
+func TestOpenPGPSignedCommits(t *testing.T) {
+	private, public := testkeys.OpenPGP(t, "e2e-pgp-passphrase")
+	f := newMirrorWith(t, mirrorOptions{rules: sourceRule,
+		providerSpec: "  signing: {openPGPKeySecretRef: {name: signer, key: private.asc}}",
+		seed: func(f *mirrorFixture) {
+			kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "signer", "--from-literal=private.asc="+string(private),
+				"--from-literal=passphrase=e2e-pgp-passphrase")
+		}})
+	f.waitReady()
+	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "signed", "--from-literal=a=1")
+	f.waitFile(f.cmPath("signed"), exists, "pushed")
+
+	home := t.TempDir()
+	gnupg := filepath.Join(home, "gnupg")
+	require.NoError(t, os.Mkdir(gnupg, 0o700))
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GNUPGHOME="+gnupg)
+	imp := exec.Command("gpg", "--batch", "--import")
+	imp.Stdin, imp.Env = strings.NewReader(string(public)), env
+	out, err := imp.CombinedOutput()
+	require.NoError(t, err, "gpg --import: %s", out)
+	revs := strings.Fields(git(t, f.bare, "rev-list", "--committer=reverser@reverser.dev", "main"))
+	require.NotEmpty(t, revs)
+	for _, rev := range revs {
+		cmd := exec.Command("git", "verify-commit", rev)
+		cmd.Dir, cmd.Env = f.bare, env
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "commit %s: %s", rev, out)
+	}
+	noPlaintext(t, f, keyLine(string(private)), "e2e-pgp-passphrase")
+}

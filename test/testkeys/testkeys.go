@@ -1,13 +1,17 @@
-// Package testkeys makes the SSH keys tests sign commits and reach Git
-// hosts with.
+// Package testkeys makes the SSH and OpenPGP keys tests sign commits and
+// reach Git hosts with.
 package testkeys
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"io"
 	"testing"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -28,4 +32,37 @@ func SSH(t testing.TB) (private []byte, public ssh.PublicKey) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(block), public
+}
+
+// OpenPGP is a fresh OpenPGP key of the committer's identity, armored as
+// `gpg --export-secret-keys --armor` and `gpg --export --armor` write
+// them; protected by passphrase when it is not empty.
+func OpenPGP(t testing.TB, passphrase string) (private, public []byte) {
+	t.Helper()
+	e, err := openpgp.NewEntity("Reverser", "", "reverser@reverser.dev", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armored := func(kind string, write func(io.Writer) error) []byte {
+		var buf bytes.Buffer
+		w, err := armor.Encode(&buf, kind, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := write(w); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	public = armored(openpgp.PublicKeyType, func(w io.Writer) error { return e.Serialize(w) })
+	if passphrase != "" {
+		if err := e.EncryptPrivateKeys([]byte(passphrase), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	private = armored(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivateWithoutSigning(w, nil) })
+	return private, public
 }

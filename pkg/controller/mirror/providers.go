@@ -191,7 +191,13 @@ func (c *Controller) signer(ctx context.Context, gp *v1.GitProvider) (gitrepo.Si
 	if gp.Spec.Signing == nil {
 		return nil, "", nil
 	}
-	ref := gp.Spec.Signing.SSHKeySecretRef
+	ref, openPGP := gp.Spec.Signing.SSHKeySecretRef, gp.Spec.Signing.OpenPGPKeySecretRef != nil
+	if openPGP {
+		ref = gp.Spec.Signing.OpenPGPKeySecretRef
+	}
+	if ref == nil {
+		return nil, "", problemf("SigningKeyNotFound", "GitProvider %s's spec.signing names no key: set sshKeySecretRef or openPGPKeySecretRef", gp.Name)
+	}
 	if ref.Namespace != "" && ref.Namespace != gp.Namespace {
 		return nil, "", problemf("SigningKeyNamespaceNotAllowed", "GitProvider %s names signing key Secret %s/%s: it must be in the "+
 			"GitProvider's namespace %s", gp.Name, ref.Namespace, ref.Name, gp.Namespace)
@@ -211,6 +217,15 @@ func (c *Controller) signer(ctx context.Context, gp *v1.GitProvider) (gitrepo.Si
 	if !ok {
 		return nil, "", problemf("SigningKeyNotFound", "Secret %s/%s named by GitProvider %s's spec.signing has no key %q",
 			gp.Namespace, ref.Name, gp.Name, ref.Key)
+	}
+	if openPGP {
+		signer, err := gitrepo.NewOpenPGPSigner(key, s.Data["passphrase"])
+		if err != nil {
+			return nil, "", problemf("InvalidSigningKey", "Secret %s/%s key %q is not a usable OpenPGP private key (%v): "+
+				"write one exported by gpg --export-secret-keys --armor, with its passphrase under key \"passphrase\" if it has one",
+				gp.Namespace, ref.Name, ref.Key, err)
+		}
+		return signer, fingerprint(key, s.Data["passphrase"]), nil
 	}
 	signer, err := gitrepo.NewSSHSigner(key, s.Data["passphrase"])
 	if err != nil {

@@ -31,7 +31,7 @@ func TestSigner(t *testing.T) {
 	c := &Controller{cfg: Config{Kube: kube}}
 	gp := func(ns, secretNS, key string) *v1.GitProvider {
 		return &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo"}, Spec: v1.GitProviderSpec{
-			Signing: &v1.CommitSigning{SSHKeySecretRef: v1.SecretKeyReference{Namespace: secretNS, Name: "signer", Key: key}}}}
+			Signing: &v1.CommitSigning{SSHKeySecretRef: &v1.SecretKeyReference{Namespace: secretNS, Name: "signer", Key: key}}}}
 	}
 	ctx := context.Background()
 
@@ -74,4 +74,27 @@ func TestSigner(t *testing.T) {
 	_, rotatedFP, err := c.signer(ctx, gp("team", "", "id"))
 	require.NoError(t, err)
 	assert.NotEqual(t, fp, rotatedFP, "a rotated key is handed to the worker")
+}
+
+// An OpenPGP key signs as well, read the same way; an SSH key where an
+// OpenPGP one is named is not usable.
+func TestOpenPGPSigner(t *testing.T) {
+	private, _ := testkeys.OpenPGP(t, "passphrase")
+	sshKey, _ := testkeys.SSH(t)
+	kube := kubefake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "signer"},
+		Data: map[string][]byte{"pgp": private, "passphrase": []byte("passphrase"), "ssh": sshKey}})
+	c := &Controller{cfg: Config{Kube: kube}}
+	gp := func(key string) *v1.GitProvider {
+		return &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "repo"}, Spec: v1.GitProviderSpec{
+			Signing: &v1.CommitSigning{OpenPGPKeySecretRef: &v1.SecretKeyReference{Name: "signer", Key: key}}}}
+	}
+	signer, fp, err := c.signer(context.Background(), gp("pgp"))
+	require.NoError(t, err)
+	assert.NotNil(t, signer)
+	assert.NotEmpty(t, fp)
+	_, _, err = c.signer(context.Background(), gp("ssh"))
+	var p *problem
+	require.True(t, errors.As(err, &p))
+	assert.Equal(t, "InvalidSigningKey", p.reason)
+	assert.Contains(t, p.message, "not a usable OpenPGP private key")
 }

@@ -3682,18 +3682,22 @@ func schema_pkg_apis_reverser_v1alpha1_CommitSigning(ref common.ReferenceCallbac
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "CommitSigning configures SSH commit signatures.",
+				Description: "CommitSigning configures commit signatures: exactly one of an SSH key and an OpenPGP key.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"sshKeySecretRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "sshKeySecretRef names the Secret key that holds the OpenSSH private key used to sign commits. The Secret must be in the GitProvider's namespace: namespace is empty or that namespace.",
-							Default:     map[string]interface{}{},
+							Description: "sshKeySecretRef names the Secret key that holds the OpenSSH private key used to sign commits (gpg.format=ssh). The Secret must be in the GitProvider's namespace: namespace is empty or that namespace.",
+							Ref:         ref(v1alpha1.SecretKeyReference{}.OpenAPIModelName()),
+						},
+					},
+					"openPGPKeySecretRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "openPGPKeySecretRef names the Secret key that holds the armored OpenPGP private key used to sign commits (gpg.format=openpgp, as `gpg --export-secret-keys --armor` writes it). The Secret must be in the GitProvider's namespace.",
 							Ref:         ref(v1alpha1.SecretKeyReference{}.OpenAPIModelName()),
 						},
 					},
 				},
-				Required: []string{"sshKeySecretRef"},
 			},
 		},
 		Dependencies: []string{

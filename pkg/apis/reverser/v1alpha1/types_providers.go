@@ -80,13 +80,20 @@ type Committer struct {
 	Email string `json:"email,omitempty"`
 }
 
-// CommitSigning configures SSH commit signatures.
+// CommitSigning configures commit signatures: exactly one of an SSH key and
+// an OpenPGP key.
 type CommitSigning struct {
 	// sshKeySecretRef names the Secret key that holds the OpenSSH private
-	// key used to sign commits. The Secret must be in the GitProvider's
-	// namespace: namespace is empty or that namespace.
-	// +required
-	SSHKeySecretRef SecretKeyReference `json:"sshKeySecretRef"`
+	// key used to sign commits (gpg.format=ssh). The Secret must be in the
+	// GitProvider's namespace: namespace is empty or that namespace.
+	// +optional
+	SSHKeySecretRef *SecretKeyReference `json:"sshKeySecretRef,omitempty"`
+	// openPGPKeySecretRef names the Secret key that holds the armored
+	// OpenPGP private key used to sign commits (gpg.format=openpgp, as
+	// `gpg --export-secret-keys --armor` writes it). The Secret must be in
+	// the GitProvider's namespace.
+	// +optional
+	OpenPGPKeySecretRef *SecretKeyReference `json:"openPGPKeySecretRef,omitempty"`
 }
 
 // GitProviderStatus reports the state of a GitProvider.

@@ -77,15 +77,26 @@ func ValidateGitProviderSpec(spec *reverser.GitProviderSpec, namespace string, f
 			errs = append(errs, field.Invalid(p, b, msg))
 		}
 	}
-	if spec.Signing != nil {
-		sf := fld.Child("signing", "sshKeySecretRef")
-		ref := spec.Signing.SSHKeySecretRef
-		if ref.Namespace != "" && ref.Namespace != namespace {
-			errs = append(errs, field.Invalid(sf.Child("namespace"), ref.Namespace,
-				fmt.Sprintf("must be empty or the GitProvider's own namespace %q: the signing key is read only from there", namespace)))
-			ref.Namespace = "" // reported once
+	if s := spec.Signing; s != nil {
+		sf := fld.Child("signing")
+		ref, rf := s.SSHKeySecretRef, sf.Child("sshKeySecretRef")
+		switch {
+		case s.SSHKeySecretRef != nil && s.OpenPGPKeySecretRef != nil:
+			errs = append(errs, field.Forbidden(sf.Child("openPGPKeySecretRef"), "set one key: sshKeySecretRef or openPGPKeySecretRef"))
+		case s.SSHKeySecretRef == nil && s.OpenPGPKeySecretRef == nil:
+			errs = append(errs, field.Required(sf, "a key: sshKeySecretRef (OpenSSH) or openPGPKeySecretRef (armored OpenPGP)"))
+		case s.OpenPGPKeySecretRef != nil:
+			ref, rf = s.OpenPGPKeySecretRef, sf.Child("openPGPKeySecretRef")
 		}
-		errs = append(errs, validateSecretKeyRef(&ref, false, sf)...)
+		if ref != nil {
+			r := *ref
+			if r.Namespace != "" && r.Namespace != namespace {
+				errs = append(errs, field.Invalid(rf.Child("namespace"), r.Namespace,
+					fmt.Sprintf("must be empty or the GitProvider's own namespace %q: the signing key is read only from there", namespace)))
+				r.Namespace = "" // reported once
+			}
+			errs = append(errs, validateSecretKeyRef(&r, false, rf)...)
+		}
 	}
 	if d := spec.AuthorEmailDomain; d != "" {
 		for _, msg := range utilvalidation.IsDNS1123Subdomain(d) {

@@ -291,7 +291,7 @@ func TestGitURLErrorsHideSecrets(t *testing.T) {
 func TestValidateGitProviderSecretsAndSigning(t *testing.T) {
 	creds := &reverser.LocalObjectReference{Name: "creds"}
 	signing := func(ns string) *reverser.CommitSigning {
-		return &reverser.CommitSigning{SSHKeySecretRef: reverser.SecretKeyReference{Namespace: ns, Name: "signer", Key: "id"}}
+		return &reverser.CommitSigning{SSHKeySecretRef: &reverser.SecretKeyReference{Namespace: ns, Name: "signer", Key: "id"}}
 	}
 	cases := []struct {
 		name string
@@ -314,6 +314,15 @@ func TestValidateGitProviderSecretsAndSigning(t *testing.T) {
 			[]string{"spec.signing.sshKeySecretRef.namespace"}},
 		{"signing key in bad namespace", reverser.GitProviderSpec{URL: "https://host/r.git", Signing: signing("Not_A_Namespace")},
 			[]string{"spec.signing.sshKeySecretRef.namespace"}},
+		{"OpenPGP signing key", reverser.GitProviderSpec{URL: "https://host/r.git",
+			Signing: &reverser.CommitSigning{OpenPGPKeySecretRef: &reverser.SecretKeyReference{Name: "signer", Key: "gpg"}}}, []string{}},
+		{"OpenPGP signing key in other namespace", reverser.GitProviderSpec{URL: "https://host/r.git",
+			Signing: &reverser.CommitSigning{OpenPGPKeySecretRef: &reverser.SecretKeyReference{Namespace: "other", Name: "signer", Key: "gpg"}}},
+			[]string{"spec.signing.openPGPKeySecretRef.namespace"}},
+		{"both signing keys", reverser.GitProviderSpec{URL: "https://host/r.git", Signing: &reverser.CommitSigning{
+			SSHKeySecretRef:     &reverser.SecretKeyReference{Name: "signer", Key: "id"},
+			OpenPGPKeySecretRef: &reverser.SecretKeyReference{Name: "signer", Key: "gpg"}}}, []string{"spec.signing.openPGPKeySecretRef"}},
+		{"no signing key", reverser.GitProviderSpec{URL: "https://host/r.git", Signing: &reverser.CommitSigning{}}, []string{"spec.signing"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,12 +9,18 @@ package v1alpha1
 // CommitSigningApplyConfiguration represents a declarative configuration of the CommitSigning type for use
 // with apply.
 //
-// CommitSigning configures SSH commit signatures.
+// CommitSigning configures commit signatures: exactly one of an SSH key and
+// an OpenPGP key.
 type CommitSigningApplyConfiguration struct {
 	// sshKeySecretRef names the Secret key that holds the OpenSSH private
-	// key used to sign commits. The Secret must be in the GitProvider's
-	// namespace: namespace is empty or that namespace.
+	// key used to sign commits (gpg.format=ssh). The Secret must be in the
+	// GitProvider's namespace: namespace is empty or that namespace.
 	SSHKeySecretRef *SecretKeyReferenceApplyConfiguration `json:"sshKeySecretRef,omitempty"`
+	// openPGPKeySecretRef names the Secret key that holds the armored
+	// OpenPGP private key used to sign commits (gpg.format=openpgp, as
+	// `gpg --export-secret-keys --armor` writes it). The Secret must be in
+	// the GitProvider's namespace.
+	OpenPGPKeySecretRef *SecretKeyReferenceApplyConfiguration `json:"openPGPKeySecretRef,omitempty"`
 }
 
 // CommitSigningApplyConfiguration constructs a declarative configuration of the CommitSigning type for use with
@@ -28,5 +34,13 @@ func CommitSigning() *CommitSigningApplyConfiguration {
 // If called multiple times, the SSHKeySecretRef field is set to the value of the last call.
 func (b *CommitSigningApplyConfiguration) WithSSHKeySecretRef(value *SecretKeyReferenceApplyConfiguration) *CommitSigningApplyConfiguration {
 	b.SSHKeySecretRef = value
+	return b
+}
+
+// WithOpenPGPKeySecretRef sets the OpenPGPKeySecretRef field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OpenPGPKeySecretRef field is set to the value of the last call.
+func (b *CommitSigningApplyConfiguration) WithOpenPGPKeySecretRef(value *SecretKeyReferenceApplyConfiguration) *CommitSigningApplyConfiguration {
+	b.OpenPGPKeySecretRef = value
 	return b
 }
