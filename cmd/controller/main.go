@@ -59,6 +59,7 @@ type options struct {
 	auditMaxFacts                                 int
 	auditTTL, grace                               time.Duration
 	commitRequestTTL, collect, saveTimeout        time.Duration
+	settle                                        time.Duration
 	secretNamespace                               string
 	digestKeySecret                               string
 	auditMaxInFlight                              int
@@ -109,6 +110,8 @@ func main() {
 		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
 	flag.DurationVar(&o.collect, "commit-request-collect-delay", 0,
 		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
+	flag.DurationVar(&o.settle, "commit-request-settle", 200*time.Millisecond,
+		"a saved window in which every change is attributed commits this long after the save arrived, without the rest of the collect delay; 0 always waits the collect delay")
 	flag.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
 		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
 	flag.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
@@ -231,11 +234,11 @@ func run(ctx context.Context, o options) error {
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
-		Collect: o.collect, SaveTimeout: o.saveTimeout, Savers: c.Saver}, rev, factory))
+		Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver}, rev, factory))
 	// Source clusters' CommitRequests, for KubeProviders whose
 	// spec.commitRequests serves them.
 	sources := commitrequest.NewSources(commitrequest.SourcesConfig{
-		Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, SaveTimeout: o.saveTimeout,
+		Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout,
 			Savers: c.Saver},
 		Reverser: rev, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
 	})

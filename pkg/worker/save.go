@@ -43,6 +43,12 @@ type SaveRequest struct {
 	// Collect keeps the window open this long after attaching, so the
 	// author's edits still on their way join it.
 	Collect time.Duration
+	// Settle, when positive, closes the window sooner: once every change
+	// the worker holds for the target is attributed (none waits for its
+	// audit fact, which might be the author's) and Settle has passed since
+	// the save was handed over, the time an edit made just before the save
+	// takes to come from the watch.
+	Settle time.Duration
 	// Deadline ends the wait for a window: NoWindow.
 	Deadline time.Time
 	// GiveUpAt ends the save SaveFailed when its commit is not on the
@@ -139,6 +145,12 @@ func (w *Worker) attachSaves(t *target) {
 	}
 	clear(t.saves[len(kept):])
 	t.saves = kept
+}
+
+// settled says whether a collecting save may close before its collect
+// delay: nothing waits for its author, and the settle time has passed.
+func (t *target) settled(s *SaveRequest, now time.Time) bool {
+	return s.Settle > 0 && len(t.pending) == 0 && !now.Before(s.queued.Add(s.Settle))
 }
 
 // noWindow ends a save that found no window: with Empty, as an empty commit

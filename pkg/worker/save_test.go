@@ -241,3 +241,51 @@ func TestFindSaveThenSaveUnderAFullQueue(t *testing.T) {
 	res := r.wait(t)
 	assert.Equal(t, SaveNoWindow, res.Outcome, "alice has no window; what matters is that the save ended")
 }
+
+// TestASettledSaveClosesBeforeItsCollectDelay (P4): with Settle, a save
+// whose window holds only attributed changes commits once Settle has passed,
+// not after the whole collect delay; while a change waits for its author
+// (which may be the saver's), it waits, at most the collect delay.
+func TestASettledSaveClosesBeforeItsCollectDelay(t *testing.T) {
+	const settle = 20 * time.Millisecond
+	c, tg := saveFixture(t)
+	c.changeBy(tg, "a", "alice", "a1")
+	r := c.save(tg, "uid-settled", func(r *SaveRequest) { r.Settle = settle })
+	c.step(settle - time.Millisecond)
+	r.open(t)
+	c.step(time.Millisecond)
+	res := r.ended(t)
+	require.Equal(t, SaveCommitted, res.Outcome, res.Message)
+	assert.Contains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/a.yaml")
+
+	// A change waiting for its author holds the save until it is
+	// attributed (here to someone else).
+	a := tg.Authors.(*authors)
+	a.mu.Lock()
+	a.waiting["alice-late"] = true
+	a.mu.Unlock()
+	c.changeBy(tg, "b", "alice", "b1")
+	r = c.save(tg, "uid-waits", func(r *SaveRequest) { r.Settle = settle })
+	c.changeBy(tg, "c", "alice-late", "c1")
+	c.step(settle)
+	r.open(t)
+	a.mu.Lock()
+	a.waiting["alice-late"] = false
+	a.mu.Unlock()
+	c.w.SetTarget(c.ctx, tg) // wakes the worker, as an arriving fact does
+	c.settle()
+	c.step(0)
+	require.Equal(t, SaveCommitted, r.ended(t).Outcome)
+
+	// One that stays unattributed holds it for the collect delay only.
+	a.mu.Lock()
+	a.waiting["nobody-yet"] = true
+	a.mu.Unlock()
+	c.changeBy(tg, "d", "alice", "d1")
+	c.changeBy(tg, "e", "nobody-yet", "e1")
+	r = c.save(tg, "uid-collect", func(r *SaveRequest) { r.Settle = settle })
+	c.step(collect - time.Millisecond)
+	r.open(t)
+	c.step(time.Millisecond)
+	require.Equal(t, SaveCommitted, r.ended(t).Outcome)
+}

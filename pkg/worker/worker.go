@@ -641,7 +641,7 @@ func (w *Worker) step(ctx context.Context) {
 			reason := ""
 			switch {
 			case win.save != nil:
-				if now.Before(win.closeAt) {
+				if now.Before(win.closeAt) && !t.settled(win.save, now) {
 					continue
 				}
 				reason = "save"
@@ -681,6 +681,9 @@ func (w *Worker) nextWake() time.Duration {
 		for _, win := range t.windows {
 			if win.save != nil {
 				consider(win.closeAt)
+				if win.save.Settle > 0 && len(t.pending) == 0 {
+					consider(win.save.queued.Add(win.save.Settle))
+				}
 				continue
 			}
 			consider(win.last.Add(t.cfg.Window.Silence))

@@ -133,6 +133,9 @@ type Config struct {
 	// Collect keeps a saved window open this long after the save attaches,
 	// so the author's edits still waiting for their audit facts join it.
 	Collect time.Duration
+	// Settle, when positive, closes a saved window sooner, once nothing
+	// waits for its audit fact and Settle has passed (worker.SaveRequest).
+	Settle time.Duration
 	// SaveTimeout is how long a save that found its window may take to be
 	// committed and pushed before it ends SaveFailed; zero waits forever.
 	SaveTimeout time.Duration
@@ -446,7 +449,7 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 	req := worker.SaveRequest{
 		ID: string(cr.UID), Target: targetKey, Author: author,
 		Message: cr.Spec.Message, Next: cr.Spec.Attach == v1.AttachNext, Empty: cr.Spec.WhenNothingToCommit == v1.NothingToCommitCommitEmpty,
-		Collect: c.cfg.Collect, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
+		Collect: c.cfg.Collect, Settle: c.cfg.Settle, Deadline: cr.CreationTimestamp.Add(attachTimeout(cr)), Done: report,
 		Applied: applied, CatchUp: cr.Spec.CatchUp == v1.CatchUpAfterPush,
 	}
 	if now := c.cfg.Clock.Now(); req.Deadline.Before(now) {
