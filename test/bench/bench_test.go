@@ -356,7 +356,7 @@ func saveLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	floor := measure("p4-floor", "0s", false)
 	saved := measure("p4-save", "10m", true)
 	p := quantile
-	fmt.Printf("P4 edit+CommitRequest→Committed (%d saves, attributed, collect delay = grace): p50 %v p99 %v; "+
+	fmt.Printf("P4 edit+CommitRequest→Committed (%d saves, attributed, collect delay = grace, settle 200ms): p50 %v p99 %v; "+
 		"floor (the same edit committed without a request, silence 0) p50 %v p99 %v; ratio p50 %.1fx p99 %.1fx\n",
 		saves, p(saved, 0.5).Round(time.Millisecond), p(saved, 0.99).Round(time.Millisecond),
 		p(floor, 0.5).Round(time.Millisecond), p(floor, 0.99).Round(time.Millisecond),
