@@ -10,13 +10,17 @@
 //	P6  one edit until pushed, kustomized folder vs  the same edit among as many objects in the plain layout
 //
 // Run with `make bench`; REVERSER_BENCH_CONFIGMAPS (default 10000) and
-// REVERSER_BENCH_EDITS (default 60) size it. No assertion is timed: the
-// figures are printed for people and CI logs.
+// REVERSER_BENCH_EDITS (default 60) size it. REVERSER_BENCH_PROFILE=1 also
+// prints the top of the controller's CPU profile during P1's snapshot and
+// of its heap after it. No assertion is timed: the figures are printed for
+// people and CI logs.
 package bench
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +182,49 @@ func peakRSS(env *controlplane.Env, name string) string {
 	return "?"
 }
 
+// profile fetches one of the controller's pprof profiles, in the background
+// with REVERSER_BENCH_PROFILE=1 (else it does nothing), and returns what
+// prints its top nodes once it is there.
+func profile(ctx context.Context, t *testing.T, env *controlplane.Env, which string) func(title string, args ...string) {
+	if os.Getenv("REVERSER_BENCH_PROFILE") == "" || env.PprofURL == "" {
+		return func(string, ...string) {}
+	}
+	file := filepath.Join(t.TempDir(), "profile.pb.gz")
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.PprofURL+"/"+which, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", which, resp.Status)
+			}
+			f, err := os.Create(file)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(f, resp.Body)
+			return err
+		}()
+	}()
+	return func(title string, args ...string) {
+		if err := <-done; err != nil {
+			t.Errorf("fetching the %s profile: %v", which, err)
+			return
+		}
+		out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof", "-nodecount=15"}, args...), file)...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		fmt.Printf("P1 profile, %s:\n%s\n", title, out)
+	}
+}
+
 func snapshot(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, n int) {
 	const namespaces = 100
 	perNS := (n + namespaces - 1) / namespaces
@@ -221,6 +268,7 @@ func snapshot(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 			"spec:\n  gitTargetRef: {name: site}\n  sourceNamespace: bench-%03d\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n", i, i)
 	}
 	want := perNS * namespaces
+	cpu := profile(ctx, t, env, "profile?seconds=10")
 	start := time.Now()
 	apply(t, env, target("plain", "p1", env.GitBaseURL+"/p1.git", "1s", rules.String()))
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
@@ -229,6 +277,9 @@ func snapshot(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 	require.NoError(t, err, "the snapshot was not pushed")
 	elapsed := time.Since(start)
 	rss := peakRSS(env, "reverser-controller")
+	heap := profile(ctx, t, env, "heap?gc=1")
+	cpu("CPU during the snapshot (first 10 s)", "-top")
+	heap("heap in use after the snapshot", "-top", "-sample_index=inuse_space")
 
 	// Floor: the git CLI committing and pushing the same files to the same server.
 	work := t.TempDir()

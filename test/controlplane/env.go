@@ -32,10 +32,12 @@ type Env struct {
 	KubeconfigFluxKustomize string `env:"KUBECONFIG_FLUX_KUSTOMIZE"`
 	FluxStorageURL          string `env:"FLUX_STORAGE_URL"`
 	MetricsURL              string `env:"REVERSER_METRICS_URL"`
-	ReverserAPIServer       string `env:"REVERSER_APISERVER_URL"`
-	GitBaseURL              string `env:"GIT_BASE_URL"`
-	GitRoot                 string `env:"GIT_ROOT"`
-	AuditWebhookURL         string `env:"AUDIT_WEBHOOK_URL"`
+	// PprofURL is reverser-controller's /debug/pprof (one controller only).
+	PprofURL          string `env:"REVERSER_PPROF_URL"`
+	ReverserAPIServer string `env:"REVERSER_APISERVER_URL"`
+	GitBaseURL        string `env:"GIT_BASE_URL"`
+	GitRoot           string `env:"GIT_ROOT"`
+	AuditWebhookURL   string `env:"AUDIT_WEBHOOK_URL"`
 	// The etcd of kube-apiserver (its first member, with Options.HA; all
 	// of them in KubeEtcdServers). Not named ETCD_*: etcd reads those as flags.
 	KubeEtcdURL     string `env:"KUBE_ETCD_URL"`

@@ -89,6 +89,7 @@ const (
 
 type ports struct {
 	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole     int
+	pprof                                                                                       int
 	fluxSourceMetrics, fluxSourceHealth, fluxStorage, fluxKustomizeMetrics, fluxKustomizeHealth int
 	ha                                                                                          haPorts
 }
@@ -294,13 +295,15 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 			return nil, err
 		}
 	default:
-		step("reverser-controller, metrics on %s", env.MetricsURL)
+		env.PprofURL = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", p.pprof)
+		step("reverser-controller, metrics on %s, profiles on %s", env.MetricsURL, env.PprofURL)
 		check, err = startProcess(dir, env.LogDir, "reverser-controller", filepath.Join(o.ReverserBin, "reverser-controller"),
 			append(controllerArgs(env),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", p.metrics),
 				fmt.Sprintf("--audit-bind-address=127.0.0.1:%d", p.audit),
 				"--audit-tls-cert-file="+files.controllerServing+".crt", "--audit-tls-private-key-file="+files.controllerServing+".key",
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", p.health),
+				fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", p.pprof),
 				"--leader-elect=false")...)
 		if err != nil {
 			return nil, err
@@ -596,7 +599,7 @@ func freePorts() (ports, error) {
 	}
 	var p ports
 	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole,
-		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth} {
+		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth, &p.pprof} {
 		n, err := next()
 		if err != nil {
 			return p, fmt.Errorf("finding a free port: %w", err)
