@@ -25,12 +25,15 @@ var runtimeMetadata = []string{
 // plaintext (package seal).
 const SOPSDigestAnnotation = "reverser.dev/sops-digest"
 
+// lastApplied is kubectl's copy of what it applied: the whole object again.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
 // runtimeAnnotations and label/annotation prefixes that appliers and
 // controllers stamp on objects.
 var (
 	runtimeAnnotations = map[string]bool{
-		"kubectl.kubernetes.io/last-applied-configuration": true,
-		"deployment.kubernetes.io/revision":                true,
+		lastApplied:                         true,
+		"deployment.kubernetes.io/revision": true,
 		// An applier puts a sealed Secret's digest on the cluster.
 		SOPSDigestAnnotation: true,
 	}

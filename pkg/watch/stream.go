@@ -88,17 +88,24 @@ func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstru
 	}
 }
 
-// lastManager is the manager of obj's newest managedFields entry; of two
-// entries of the same second, the later in the list.
+// lastManager is the manager of obj's newest managedFields entry.
 func lastManager(u *unstructured.Unstructured) string {
-	var manager string
-	var newest time.Time
-	for _, e := range u.GetManagedFields() {
-		if e.Time != nil && !e.Time.Time.Before(newest) {
-			manager, newest = e.Manager, e.Time.Time
+	if m := newestManaged(u.GetManagedFields()); m != nil {
+		return m.Manager
+	}
+	return ""
+}
+
+// newestManaged is the newest entry with a time; of two of the same second,
+// the later in the list.
+func newestManaged(entries []metav1.ManagedFieldsEntry) *metav1.ManagedFieldsEntry {
+	var newest *metav1.ManagedFieldsEntry
+	for i := range entries {
+		if e := &entries[i]; e.Time != nil && (newest == nil || !e.Time.Time.Before(newest.Time.Time)) {
+			newest = e
 		}
 	}
-	return manager
+	return newest
 }
 
 // Stream watches one scope for one GitTarget. Watch is the only source of
@@ -252,8 +259,34 @@ func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns s
 			return count(res.Watch(ctx, o))
 		},
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
+	_ = inf.SetTransform(trim) // only fails once the informer runs
+	return inf
+}
+
+// trim drops, before an object is cached, what its document never holds
+// and the stream never reads: status, the last-applied annotation, and the
+// field sets of managedFields, of which only the newest entry's manager is
+// kept (lastManager). A cache of many objects holds a fraction of the
+// memory.
+func trim(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	delete(u.Object, "status")
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		cleanStrings(md, "annotations", func(k string) bool { return k == lastApplied })
+		if _, has := md["managedFields"]; has {
+			var kept []metav1.ManagedFieldsEntry
+			if m := newestManaged(u.GetManagedFields()); m != nil {
+				kept = []metav1.ManagedFieldsEntry{{Manager: m.Manager, Operation: m.Operation, Time: m.Time}}
+			}
+			u.SetManagedFields(kept)
+		}
+	}
+	return u, nil
 }
 
 // watchErrorReason sorts a watch error for the watch errors metric.

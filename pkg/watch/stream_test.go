@@ -213,3 +213,36 @@ func newBlockingSinkReleased() *blockingSink {
 	close(s.release)
 	return s
 }
+
+// A cached object keeps what its document and the stream need: not its
+// status, its last-applied copy or its managed field sets.
+func TestTrimKeepsWhatTheStreamReads(t *testing.T) {
+	u := parse(t, `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: demo
+  annotations:
+    kubectl.kubernetes.io/last-applied-configuration: '{"data":{"color":"blue"}}'
+    team: shop
+  managedFields:
+  - {manager: kubectl, operation: Update, time: "2026-12-01T10:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:data": {"f:color": {}}}}
+  - {manager: kustomize-controller, operation: Apply, time: "2026-12-01T10:00:05Z", fieldsType: FieldsV1, fieldsV1: {"f:data": {}}}
+  - {manager: old, operation: Update, time: "2026-12-01T09:00:00Z"}
+data: {color: blue}
+status: {phase: Ready}
+`)
+	before, err := Sanitize(configmaps, u)
+	require.NoError(t, err)
+	out, err := trim(u)
+	require.NoError(t, err)
+	got := out.(*unstructured.Unstructured)
+	after, err := Sanitize(configmaps, got)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "the document is the same")
+	assert.Equal(t, "kustomize-controller", lastManager(got), "the newest manager is kept")
+	assert.Len(t, got.GetManagedFields(), 1)
+	assert.Nil(t, got.GetManagedFields()[0].FieldsV1)
+	assert.NotContains(t, got.Object, "status")
+	assert.Equal(t, map[string]string{"team": "shop"}, got.GetAnnotations())
+}
