@@ -323,7 +323,7 @@ func editLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 		"---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: cms, namespace: "+ns+"}\n"+
 			"spec:\n  gitTargetRef: {name: site}\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n"))
 	_, err = kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "edited"},
-		Data: map[string]string{"n": "0"}}, metav1.CreateOptions{})
+		Data: map[string]string{"count": "0"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	doc := "mirror/" + ns + "/configmaps/edited.yaml"
 	require.NoError(t, waitPushed(ctx, bare, "", doc, "", time.Minute), "the initial state was not pushed")
@@ -344,17 +344,17 @@ func editLatency(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	for i := 1; i <= edits; i++ {
 		drain()
 		before := serverHead(bare)
-		patch := fmt.Sprintf(`{"data":{"n":"%d"}}`, i)
+		patch := fmt.Sprintf(`{"data":{"count":"%d"}}`, i)
 		start := time.Now()
 		_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, "edited", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
 		for ev := range w.ResultChan() {
-			if ev.Type == watch.Modified && ev.Object.(*corev1.ConfigMap).Data["n"] == strconv.Itoa(i) {
+			if ev.Type == watch.Modified && ev.Object.(*corev1.ConfigMap).Data["count"] == strconv.Itoa(i) {
 				watched = append(watched, time.Since(start))
 				break
 			}
 		}
-		require.NoError(t, waitPushed(ctx, bare, before, doc, fmt.Sprintf("n: \"%d\"", i), time.Minute), "edit %d not pushed", i)
+		require.NoError(t, waitPushed(ctx, bare, before, doc, fmt.Sprintf("count: \"%d\"", i), time.Minute), "edit %d not pushed", i)
 		pushed = append(pushed, time.Since(start))
 	}
 	p := quantile
