@@ -93,17 +93,9 @@ func TestNewSSHSignerRefusesWhatIsNotAKey(t *testing.T) {
 // verifyOpenPGP runs the real `git verify-commit` with gpg holding public.
 func verifyOpenPGP(t *testing.T, bare, rev string, public []byte) (string, bool) {
 	t.Helper()
-	home := t.TempDir()
-	gnupg := filepath.Join(home, "gnupg")
-	require.NoError(t, os.Mkdir(gnupg, 0o700))
-	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GNUPGHOME="+gnupg)
-	imp := exec.Command("gpg", "--batch", "--import")
-	imp.Stdin, imp.Env = strings.NewReader(string(public)), env
-	out, err := imp.CombinedOutput()
-	require.NoError(t, err, "gpg --import: %s", out)
 	cmd := exec.Command("git", "verify-commit", "--raw", rev)
-	cmd.Dir, cmd.Env = bare, env
-	out, err = cmd.CombinedOutput()
+	cmd.Dir, cmd.Env = bare, testkeys.GnuPG(t, public)
+	out, err := cmd.CombinedOutput()
 	return string(out), err == nil
 }
 

@@ -96,14 +96,7 @@ func TestOpenPGPSignedCommits(t *testing.T) {
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "signed", "--from-literal=a=1")
 	f.waitFile(f.cmPath("signed"), exists, "pushed")
 
-	home := t.TempDir()
-	gnupg := filepath.Join(home, "gnupg")
-	require.NoError(t, os.Mkdir(gnupg, 0o700))
-	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GNUPGHOME="+gnupg)
-	imp := exec.Command("gpg", "--batch", "--import")
-	imp.Stdin, imp.Env = strings.NewReader(string(public)), env
-	out, err := imp.CombinedOutput()
-	require.NoError(t, err, "gpg --import: %s", out)
+	env := testkeys.GnuPG(t, public)
 	revs := strings.Fields(git(t, f.bare, "rev-list", "--committer=reverser@reverser.dev", "main"))
 	require.NotEmpty(t, revs)
 	for _, rev := range revs {

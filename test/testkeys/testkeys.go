@@ -8,6 +8,9 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
@@ -65,4 +68,25 @@ func OpenPGP(t testing.TB, passphrase string) (private, public []byte) {
 	}
 	private = armored(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivateWithoutSigning(w, nil) })
 	return private, public
+}
+
+// GnuPG is the environment of a git or gpg command whose own gpg keyring
+// (a fresh GNUPGHOME, and HOME beside it) trusts the armored public keys,
+// for `git verify-commit` of OpenPGP signatures.
+func GnuPG(t testing.TB, public ...[]byte) []string {
+	t.Helper()
+	home := t.TempDir()
+	gnupg := filepath.Join(home, "gnupg")
+	if err := os.Mkdir(gnupg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GNUPGHOME="+gnupg)
+	for _, key := range public {
+		imp := exec.Command("gpg", "--batch", "--import")
+		imp.Stdin, imp.Env = bytes.NewReader(key), env
+		if out, err := imp.CombinedOutput(); err != nil {
+			t.Fatalf("gpg --import: %v: %s", err, out)
+		}
+	}
+	return env
 }
