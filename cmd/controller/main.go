@@ -110,7 +110,7 @@ func main() {
 		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
 	flag.DurationVar(&o.collect, "commit-request-collect-delay", 0,
 		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
-	flag.DurationVar(&o.settle, "commit-request-settle", 200*time.Millisecond,
+	flag.DurationVar(&o.settle, "commit-request-settle", 50*time.Millisecond,
 		"a saved window in which every change is attributed commits this long after the save arrived, without the rest of the collect delay; 0 always waits the collect delay")
 	flag.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
 		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")

@@ -52,6 +52,7 @@ spec: {sourceRef: {kind: GitRepository, name: %[1]s}, path: ./mirror, prune: tru
 func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, n int) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
 	require.NoError(t, err)
+	cfg.QPS, cfg.Burst = 2000, 2000 // client-go's 5 QPS would throttle the polling, and the figure with it
 	rev := versioned.NewForConfigOrDie(cfg)
 	flux := &applier.Flux{Client: dynamic.NewForConfigOrDie(cfg)}
 	poll := func(what string, cond func() (bool, error)) {
