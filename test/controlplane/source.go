@@ -114,9 +114,10 @@ func StartSource(ctx context.Context, env *Env, bin string, o SourceOptions) (s 
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
+	started := s // the named result is nil once an error is returned
 	defer func() {
 		if err != nil {
-			_ = s.stopAll()
+			_ = started.stopAll()
 		}
 	}()
 

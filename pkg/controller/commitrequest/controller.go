@@ -360,16 +360,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		updated.Status.Author = who.User
 		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
 			Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)})
-		claimed, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			return time.Millisecond, nil // decided from a stale copy: read again and decide again
 		}
-		if err != nil {
-			return 0, err
-		}
-		// The claim is stored: save now, rather than after its watch event
-		// comes back (which finds the save in flight).
-		cr = claimed
+		return 0, err // the update's event brings the claimed request back here
 	}
 	return c.save(ctx, cr, gt, targetKey, who)
 }
