@@ -544,8 +544,7 @@ func kubeAPIServerArgs(env *Env, p ports, f *configFiles) []string {
 		"--authorization-mode=Node,RBAC",
 		"--audit-policy-file=" + f.auditPolicy,
 		"--audit-webhook-config-file=" + f.auditHook,
-		// An attributed commit waits for its fact's batch: docs/install.md.
-		"--audit-webhook-mode=batch", "--audit-webhook-batch-max-wait=100ms", "--audit-webhook-initial-backoff=1s",
+		"--audit-webhook-mode=batch", "--audit-webhook-batch-max-wait=1s", "--audit-webhook-initial-backoff=1s",
 		"--requestheader-client-ca-file=" + f.frontProxyCA,
 		"--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User",
