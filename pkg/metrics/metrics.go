@@ -27,6 +27,12 @@ var (
 		Name: "reverser_watch_errors_total",
 		Help: "Watches that failed and were retried, by reason: expired (410: the informer lists again), forbidden, unreachable, other.",
 	}, []string{"reason"})
+	// Informers is how many informers run: one per source and resource that
+	// some stream reads, whatever the number of GitTargets reading it.
+	Informers = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "reverser_informers",
+		Help: "Informers running: one per source and resource some GitTarget reads (one per namespace where the source may not list the resource in all).",
+	})
 	// QueueDepth is how many changes wait for branch workers.
 	QueueDepth = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "reverser_worker_queue_depth",
@@ -159,6 +165,6 @@ func init() {
 	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
 	Registry.MustRegister(Seals)
-	Registry.MustRegister(Leader, WatchEvents, WatchErrors, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
+	Registry.MustRegister(Leader, WatchEvents, WatchErrors, Informers, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -14,11 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -108,16 +106,17 @@ func newestManaged(entries []metav1.ManagedFieldsEntry) *metav1.ManagedFieldsEnt
 	return newest
 }
 
-// Stream watches one scope for one GitTarget. Watch is the only source of
-// object state: the initial list (or initial events) is the snapshot, after
-// which the sink sweeps; relists after 410 Gone or a lost connection report
-// deletes that happened meanwhile.
+// Stream watches one scope for one GitTarget, through a handler on the
+// source's shared informer (Informers). Watch is the only source of object
+// state: the informer's objects when the stream attaches are the snapshot,
+// after which the sink sweeps; relists after 410 Gone or a lost connection
+// report deletes that happened meanwhile.
 //
-// After Stop returns, the stream never calls its sink again: Stop waits for
-// the informer, and with it every event handler call it started, and for the
-// Synced call. Once Stop has cancelled the stream, no new sink call begins
-// (a handler checks the stream's context first); a call already under way
-// finishes before Stop returns.
+// After Stop returns, the stream never calls its sink again: each handler
+// call holds gate for reading while it checks that the stream runs and
+// calls the sink, and Stop takes it for writing, so it waits for a call
+// under way and no call begins after it. The Synced call is made the same
+// way.
 type Stream struct {
 	Scope Scope
 	// list lists the stream's collection, for barriers.
@@ -130,44 +129,60 @@ type Stream struct {
 	notNumeric atomic.Bool
 	done       chan struct{}
 	synced     atomic.Bool
-	mu         sync.Mutex
-	err        error
+
+	informers *Informers
+	from      *informer
+	reg       cache.ResourceEventHandlerRegistration
+	gate      sync.RWMutex
+	stopped   bool // guarded by gate
+	stopOnce  sync.Once
+	// failed is why the stream could not attach to its informer.
+	failed error
 }
 
-// StartStream starts watching scope and feeding sink for the GitTarget key
-// whose documents live under base; policy says what becomes of credentials.
+// StartStream starts watching scope through an informer of its own; a
+// controller shares informers with Informers.Stream.
 func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, policy Policy, sink Sink) *Stream {
+	return NewInformers(client, nil).Stream(ctx, key, base, scope, policy, sink)
+}
+
+// Stream starts watching scope and feeding sink for the GitTarget key whose
+// documents live under base; policy says what becomes of credentials.
+func (h *Informers) Stream(ctx context.Context, key, base string, scope Scope, policy Policy, sink Sink) *Stream {
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{})}
+	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{}), informers: h}
 	ns := scope.Namespace
 	if ns == "*" {
 		ns = metav1.NamespaceAll
 	}
-	s.list = client.Resource(scope.GVR).Namespace(ns)
-	inf := newInformer(client, scope.GVR, ns)
-	// Lists and watches that fail to start come here; errors inside a
-	// watch (410 Expired) are counted by newInformer.
-	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		metrics.WatchErrors.WithLabelValues(watchErrorReason(err)).Inc()
-		s.setErr(err)
-		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "scope", scope.String(), "err", err)
-	})
+	s.list = h.client.Resource(scope.GVR).Namespace(ns)
+	// The informer outlives this stream when others share it, so it runs
+	// on the caller's context, not the stream's.
+	s.from = h.acquire(parent, scope)
 	gr := scope.GVR.GroupResource()
-	var reg cache.ResourceEventHandlerRegistration
-	snapshot := func() bool { return reg == nil || !reg.HasSynced() }
+	// The informer may run already, calling handlers before AddEventHandler
+	// returns: those are its initial objects.
+	var registered atomic.Pointer[cache.ResourceEventHandlerRegistration]
+	snapshot := func() bool { r := registered.Load(); return r == nil || !(*r).HasSynced() }
+	// mine says whether the stream hands obj on: the informer may hold
+	// every namespace's objects.
+	mine := func(u *unstructured.Unstructured) bool { return ns == "" || u.GetNamespace() == ns }
 	// upsert hands the new document of obj to the sink; with old, only when
 	// it differs from old's (status and runtime churn write nothing). Each
 	// object is sanitized once.
 	upsert := func(obj, old any) {
-		if ctx.Err() != nil {
-			return // stopping: the change is not handed on
-		}
+		s.from.flowing()
 		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		if !ok || !mine(u) {
 			return
 		}
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		if s.stopped || ctx.Err() != nil {
+			return // stopping: the change is not handed on
+		}
 		defer s.handle(u.GetResourceVersion()) // after the sink has it
-		s.setErr(nil)
 		if outcome, skip := Skip(gr, u, policy.Secrets); skip {
 			metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
 			return
@@ -189,20 +204,22 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		ch.Snapshot, ch.Encrypt = snapshot(), encrypt
 		sink.Change(ctx, key, ch)
 	}
-	var err error
-	reg, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := s.from.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { upsert(obj, nil) },
 		UpdateFunc: func(oldObj, newObj any) { upsert(newObj, oldObj) },
 		DeleteFunc: func(obj any) {
-			if ctx.Err() != nil {
-				return // stopping: the change is not handed on
-			}
+			s.from.flowing()
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
 			u, ok := obj.(*unstructured.Unstructured)
-			if !ok {
+			if !ok || !mine(u) {
 				return
+			}
+			s.gate.RLock()
+			defer s.gate.RUnlock()
+			if s.stopped || ctx.Err() != nil {
+				return // stopping: the change is not handed on
 			}
 			defer s.handle(u.GetResourceVersion())
 			if _, skip := Skip(gr, u, policy.Secrets); skip {
@@ -213,56 +230,25 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 		},
 	})
 	if err != nil {
-		s.setErr(fmt.Errorf("registering handler: %w", err))
+		s.failed = fmt.Errorf("registering handler: %w", err)
 		close(s.done)
 		return s
 	}
-	// The informer runs in a goroutine of its own and done closes only once
-	// it has returned: RunWithContext returns after its processor and every
-	// listener (hence every handler call) has stopped.
-	informerDone := make(chan struct{})
-	go func() {
-		defer close(informerDone)
-		inf.RunWithContext(ctx)
-	}()
+	s.reg = reg
+	registered.Store(&reg)
 	go func() {
 		defer close(s.done)
-		defer func() { <-informerDone }()
-		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) && ctx.Err() == nil {
+		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			return
+		}
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		if !s.stopped && ctx.Err() == nil {
 			s.synced.Store(true)
 			sink.Synced(ctx, key, scope)
 		}
-		<-ctx.Done()
 	}()
 	return s
-}
-
-// newInformer informs on gvr in ns (all namespaces: ""), as
-// dynamicinformer's does, and counts the errors that end a watch: the
-// reflector lists again after them without telling its error handler.
-func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns string) cache.SharedIndexInformer {
-	res := client.Resource(gvr).Namespace(ns)
-	count := func(w watch.Interface, err error) (watch.Interface, error) {
-		if err != nil {
-			return nil, err
-		}
-		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-			if e.Type == watch.Error {
-				metrics.WatchErrors.WithLabelValues(watchErrorReason(apierrors.FromObject(e.Object))).Inc()
-			}
-			return e, true
-		}), nil
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) },
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return count(res.Watch(ctx, o))
-		},
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
-	_ = inf.SetTransform(trim) // only fails once the informer runs
-	return inf
 }
 
 // trim drops, before an object is cached, what its document never holds
@@ -310,17 +296,13 @@ func describe(u *unstructured.Unstructured) string {
 	return u.GetKind() + " " + u.GetNamespace() + "/" + u.GetName()
 }
 
-func (s *Stream) setErr(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.err = err
-}
-
-// Err is the stream's last watch error, nil once events flow again.
+// Err is why the stream does not receive events: its informer's last list
+// or watch failure, nil once events flow again.
 func (s *Stream) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	if s.failed != nil {
+		return s.failed
+	}
+	return s.from.Err()
 }
 
 // handle records that the event at resourceVersion rv was handed on.
@@ -402,10 +384,19 @@ func Barrier(ctx context.Context, streams []*Stream, poll time.Duration) error {
 // Synced says whether the initial state has been delivered.
 func (s *Stream) Synced() bool { return s.synced.Load() }
 
-// Stop ends the stream and waits for it: for the informer and every handler
-// call it started. After Stop returns, the sink is never called again for
-// this stream.
+// Stop ends the stream and waits for it: for every handler call it started.
+// After Stop returns, the sink is never called again for this stream. The
+// informer stops with its last stream.
 func (s *Stream) Stop() {
-	s.cancel()
+	s.stopOnce.Do(func() {
+		s.cancel()
+		s.gate.Lock() // waits for a sink call under way
+		s.stopped = true
+		s.gate.Unlock()
+		if s.reg != nil {
+			_ = s.from.inf.RemoveEventHandler(s.reg)
+		}
+		s.informers.release(s.from)
+	})
 	<-s.done
 }

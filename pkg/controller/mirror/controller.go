@@ -17,9 +17,14 @@
 // later runs only once the closed one has stopped, so two never share a
 // local repository.
 //
-// Locks: Controller.mu guards mirrors, workers, retired, sources and
-// reports. It is never held while calling a worker or stopping a stream,
-// which may block.
+// Streams share their source's informers (watch.Informers): one per
+// resource a cluster serves, not one per GitTarget. One discovery of a
+// source serves the GitTargets reconciled within discoveryMaxAge, unless a
+// rule asks for something it does not list.
+//
+// Locks: Controller.mu guards mirrors, workers, retired, sources (with each
+// source's last discovery) and reports. It is never held while calling a
+// worker, discovering or stopping a stream, which may block.
 package mirror
 
 import (
@@ -35,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -160,6 +166,12 @@ type source struct {
 	fingerprint string
 	dynamic     dynamic.Interface
 	discovery   discovery.DiscoveryInterface
+	// informers are shared by every GitTarget mirroring this cluster.
+	informers *watch.Informers
+	// served is the last discovery, shared by the GitTargets reconciled
+	// within discoveryMaxAge of it; guarded by Controller.mu.
+	served   watch.Served
+	servedAt time.Time
 	// discovered is the outcome of the last discovery through this source,
 	// for the KubeProvider's Ready condition; nil error and zero time when
 	// nothing used it yet.
@@ -493,7 +505,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	}
 	for _, scope := range scopes {
 		if _, ok := m.streams[scope]; !ok {
-			m.streams[scope] = watch.StartStream(c.ctx, src.dynamic, key, gt.Spec.Path, scope, policies[scope], w)
+			m.streams[scope] = src.informers.Stream(c.ctx, key, gt.Spec.Path, scope, policies[scope], w)
 			m.policies[scope] = policies[scope].String()
 		}
 		st.streams = append(st.streams, m.streams[scope])
@@ -517,19 +529,10 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 // selects, or (a ClusterWatchRule) when the target does not accept it.
 func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source,
 	st *observed) ([]watch.Scope, map[watch.Scope][]v1.CredentialField, error) {
-	groups, lists, err := src.discovery.ServerGroupsAndResources()
-	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-		err = fmt.Errorf("discovering the source's API: %w", err)
-	} else {
-		err = nil
-	}
-	c.mu.Lock()
-	src.discoveredAt, src.discoveryErr = time.Now(), err
-	c.mu.Unlock()
+	served, err := c.discover(src, c.resolvesEverything(gt, src))
 	if err != nil {
 		return nil, nil, err
 	}
-	served := watch.NewServed(groups, lists)
 	var scopes []watch.Scope
 	credentials := map[watch.Scope][]v1.CredentialField{}
 	add := func(res watch.Resolution, ns string) {
@@ -545,10 +548,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, wr := range rules {
-		if wr.Spec.GitTargetRef.Name != gt.Name {
-			continue
-		}
+	for _, wr := range targetRules(rules, gt) {
 		ns := wr.Spec.SourceNamespace
 		if ns == "" {
 			ns = wr.Namespace
@@ -578,10 +578,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, cwr := range crules {
-		if cwr.Spec.GitTargetRef.Namespace != gt.Namespace || cwr.Spec.GitTargetRef.Name != gt.Name {
-			continue
-		}
+	for _, cwr := range targetClusterRules(crules, gt) {
 		res := watch.Resolve(cwr.Spec.Rules, served, false)
 		var denied *problem
 		if !accepts(gt.Spec.AcceptClusterWatchRules, cwr.Name) {
@@ -642,6 +639,79 @@ func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.S
 	return ns.Labels, nil
 }
 
+// discoveryMaxAge is how long one discovery of a source serves the
+// GitTargets reconciled after it, so that a resync of many GitTargets
+// discovers each cluster once, not once per GitTarget.
+const discoveryMaxAge = 10 * time.Second
+
+// discover returns what the source serves: the last discovery while it is
+// younger than discoveryMaxAge and cached says it will do, else a new one.
+func (c *Controller) discover(src *source, cached bool) (watch.Served, error) {
+	c.mu.Lock()
+	served, at := src.served, src.servedAt
+	c.mu.Unlock()
+	if cached && !at.IsZero() && time.Since(at) < discoveryMaxAge {
+		return served, nil
+	}
+	groups, lists, err := src.discovery.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		err = fmt.Errorf("discovering the source's API: %w", err)
+	} else {
+		err = nil
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	src.discoveredAt, src.discoveryErr = now, err
+	if err != nil {
+		src.servedAt = time.Time{}
+		return watch.Served{}, err
+	}
+	src.served, src.servedAt = watch.NewServed(groups, lists), now
+	return src.served, nil
+}
+
+// resolvesEverything says whether the source's last discovery serves all
+// that the GitTarget's rules ask for; when it does not, the resource may
+// have been added since (a new CRD), and the source is discovered again.
+func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *source) bool {
+	c.mu.Lock()
+	served, at := src.served, src.servedAt
+	c.mu.Unlock()
+	if at.IsZero() {
+		return false
+	}
+	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, wr := range targetRules(rules, gt) {
+		if len(watch.Resolve(wr.Spec.Rules, served, true).Unresolved) > 0 {
+			return false
+		}
+	}
+	crules, err := c.crules.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	for _, cwr := range targetClusterRules(crules, gt) {
+		if len(watch.Resolve(cwr.Spec.Rules, served, false).Unresolved) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func targetRules(rules []*v1.WatchRule, gt *v1.GitTarget) []*v1.WatchRule {
+	return slices.DeleteFunc(slices.Clone(rules), func(wr *v1.WatchRule) bool { return wr.Spec.GitTargetRef.Name != gt.Name })
+}
+
+func targetClusterRules(rules []*v1.ClusterWatchRule, gt *v1.GitTarget) []*v1.ClusterWatchRule {
+	return slices.DeleteFunc(slices.Clone(rules), func(cwr *v1.ClusterWatchRule) bool {
+		return cwr.Spec.GitTargetRef.Namespace != gt.Namespace || cwr.Spec.GitTargetRef.Name != gt.Name
+	})
+}
+
 // source returns clients for a KubeProvider's cluster, rebuilt when its
 // kubeconfig Secret is rotated.
 func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, error) {
@@ -663,11 +733,35 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 	if err != nil {
 		return nil, err
 	}
-	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc, informers: watch.NewInformers(dyn, clusterWide(kube))}
 	c.mu.Lock()
 	c.sources[kp.Name] = s
 	c.mu.Unlock()
 	return s, nil
+}
+
+// clusterWide asks the source whether its credentials may list and watch a
+// resource in every namespace: then one informer serves every namespace.
+func clusterWide(kube kubernetes.Interface) watch.ClusterWide {
+	return func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
+		for _, verb := range []string{"list", "watch"} {
+			review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return false, fmt.Errorf("reviewing the source's access to %s: %w", watch.GVRString(gvr), err)
+			}
+			if !review.Status.Allowed {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
 }
 
 // workerKey names the branch worker of one GitProvider's branch: a worker

@@ -1,0 +1,197 @@
+package watch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"reverser.dev/reverser/pkg/metrics"
+)
+
+// ClusterWide says whether the source's credentials may list and watch a
+// resource in every namespace; an error counts as no.
+type ClusterWide func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error)
+
+// Informers shares the informers of one source among all the streams that
+// read it: one informer per resource, across every namespace where the
+// source's credentials allow it (ClusterWide), else one per namespace;
+// never one per GitTarget or rule. Each stream attaches a handler of its own
+// and keeps only its namespace's objects.
+//
+// Locks: mu guards running and wide, and each informer's refs; it is never
+// held while a ClusterWide check runs or while an informer stops. An
+// informer stops once its last stream has stopped, or when the context of
+// the stream that started it ends.
+type Informers struct {
+	client dynamic.Interface
+	wide   ClusterWide
+
+	mu      sync.Mutex
+	running map[informerKey]*informer
+	// decided caches ClusterWide's answers that were not errors.
+	decided map[schema.GroupVersionResource]bool
+}
+
+// informerKey: namespace "" is every namespace, or a cluster-scoped resource.
+type informerKey struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+type informer struct {
+	key    informerKey
+	inf    cache.SharedIndexInformer
+	cancel context.CancelFunc
+	done   chan struct{}
+	refs   int // guarded by Informers.mu
+	// err is the informer's last list or watch failure, nil once an event
+	// arrives again; every stream attached to it reports it.
+	err atomic.Pointer[error]
+}
+
+// NewInformers shares informers on client; wide nil informs per namespace.
+func NewInformers(client dynamic.Interface, wide ClusterWide) *Informers {
+	return &Informers{client: client, wide: wide, running: map[informerKey]*informer{}, decided: map[schema.GroupVersionResource]bool{}}
+}
+
+// acquire returns a running informer that sees scope, starting one with ctx
+// when none runs; the caller releases it.
+func (h *Informers) acquire(ctx context.Context, scope Scope) *informer {
+	key := informerKey{gvr: scope.GVR}
+	if ns := scope.Namespace; ns != "*" && ns != "" && !h.clusterWide(ctx, scope.GVR) {
+		key.namespace = ns
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	in := h.running[key]
+	if in == nil {
+		in = h.start(ctx, key)
+		h.running[key] = in
+	}
+	in.refs++
+	return in
+}
+
+// clusterWide says whether one informer across all namespaces serves gvr:
+// when one already runs, or when the source's credentials allow it.
+func (h *Informers) clusterWide(ctx context.Context, gvr schema.GroupVersionResource) bool {
+	h.mu.Lock()
+	_, running := h.running[informerKey{gvr: gvr}]
+	wide, known := h.decided[gvr]
+	h.mu.Unlock()
+	if running || known || h.wide == nil {
+		return running || wide
+	}
+	wide, err := h.wide(ctx, gvr)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot tell whether the source may list a resource in all namespaces; informing per namespace",
+			"resource", GVRString(gvr), "err", err)
+		return false
+	}
+	h.mu.Lock()
+	h.decided[gvr] = wide
+	h.mu.Unlock()
+	return wide
+}
+
+// start starts the informer of key; h.mu is held.
+func (h *Informers) start(ctx context.Context, key informerKey) *informer {
+	ctx, cancel := context.WithCancel(ctx)
+	in := &informer{key: key, inf: newInformer(h.client, key.gvr, key.namespace), cancel: cancel, done: make(chan struct{})}
+	// Lists and watches that fail to start come here; errors inside a
+	// watch (410 Expired) are counted by newInformer.
+	_ = in.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		metrics.WatchErrors.WithLabelValues(watchErrorReason(err)).Inc()
+		in.err.Store(&err)
+		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "resource", GVRString(key.gvr), "namespace", key.namespace, "err", err)
+	})
+	metrics.Informers.Inc()
+	go func() {
+		defer close(in.done)
+		defer metrics.Informers.Dec()
+		in.inf.RunWithContext(ctx)
+	}()
+	return in
+}
+
+// release drops a reference to in, stopping it after the last one; it
+// returns once a stopped informer's goroutines have.
+func (h *Informers) release(in *informer) {
+	h.mu.Lock()
+	in.refs--
+	last := in.refs == 0
+	if last && h.running[in.key] == in {
+		delete(h.running, in.key)
+	}
+	h.mu.Unlock()
+	if last {
+		in.cancel()
+		<-in.done
+	}
+}
+
+// Err is the informer's last list or watch failure.
+func (in *informer) Err() error {
+	if p := in.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// flowing records that an event arrived: the watch works again.
+func (in *informer) flowing() {
+	if in.err.Load() != nil {
+		in.err.Store(nil)
+	}
+}
+
+// Filtered by the API server, since no document is ever written from them:
+// the Secrets holding ServiceAccount tokens, and the CA bundle the cluster
+// puts in every namespace. Skip still refuses both.
+var serverFilters = map[schema.GroupResource]string{
+	SecretsResource:          "type!=" + serviceAccountToken,
+	{Resource: "configmaps"}: "metadata.name!=" + RootCAConfigMap,
+}
+
+// newInformer informs on gvr in ns (all namespaces: ""), as
+// dynamicinformer's does, and counts the errors that end a watch: the
+// reflector lists again after them without telling its error handler.
+func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns string) cache.SharedIndexInformer {
+	res := client.Resource(gvr).Namespace(ns)
+	count := func(w watch.Interface, err error) (watch.Interface, error) {
+		if err != nil {
+			return nil, err
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Type == watch.Error {
+				metrics.WatchErrors.WithLabelValues(watchErrorReason(apierrors.FromObject(e.Object))).Inc()
+			}
+			return e, true
+		}), nil
+	}
+	filter := serverFilters[gvr.GroupResource()]
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = filter
+			return res.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = filter
+			return count(res.Watch(ctx, o))
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
+	_ = inf.SetTransform(trim) // only fails once the informer runs
+	return inf
+}
