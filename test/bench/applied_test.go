@@ -69,25 +69,25 @@ func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	}
 
 	// The floor: the git CLI pushes, Flux is asked directly.
-	_, err = gitserver.CreateRepo(env.GitRoot, "p5-floor")
+	_, err = gitserver.CreateRepo(env.GitRoot, "applied-floor")
 	require.NoError(t, err)
-	url := env.GitBaseURL + "/p5-floor.git"
+	url := env.GitBaseURL + "/applied-floor.git"
 	work := filepath.Join(t.TempDir(), "work")
 	run(t, filepath.Dir(work), "git", "clone", "--quiet", url, work)
 	push := func(i int) string {
 		require.NoError(t, os.MkdirAll(filepath.Join(work, "mirror"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(work, "mirror", "cm.yaml"), []byte(fmt.Sprintf(
-			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: floor, namespace: p5-floor}\ndata: {i: %q}\n", strconv.Itoa(i))), 0o644))
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: floor, namespace: applied-floor}\ndata: {i: %q}\n", strconv.Itoa(i))), 0o644))
 		run(t, work, "git", "add", "-A")
 		run(t, work, "git", "commit", "--quiet", "-m", "floor "+strconv.Itoa(i))
 		run(t, work, "git", "push", "--quiet", "origin", "HEAD:main")
 		return run(t, work, "git", "rev-parse", "HEAD")
 	}
-	apply(t, env, "apiVersion: v1\nkind: Namespace\nmetadata: {name: p5-floor}\n")
+	apply(t, env, "apiVersion: v1\nkind: Namespace\nmetadata: {name: applied-floor}\n")
 	first := push(-1)
-	fluxSync(t, env, "p5-floor", url)
-	poll("the floor's first apply", func() (bool, error) { return applied("p5-floor") == first, nil })
-	ks := applier.Ref{Namespace: controlplane.FluxNamespace, Name: "p5-floor"}
+	fluxSync(t, env, "applied-floor", url)
+	poll("the floor's first apply", func() (bool, error) { return applied("applied-floor") == first, nil })
+	ks := applier.Ref{Namespace: controlplane.FluxNamespace, Name: "applied-floor"}
 	var floor []time.Duration
 	for i := range n {
 		sha := push(i)
@@ -102,7 +102,7 @@ func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	}
 
 	// Saves on a claimed target: Reverser pushes, then asks Flux.
-	ns := "p5-save"
+	ns := "applied-save"
 	_, err = gitserver.CreateRepo(env.GitRoot, ns)
 	require.NoError(t, err)
 	url = env.GitBaseURL + "/" + ns + ".git"
@@ -174,9 +174,9 @@ spec:
 	p := quantile
 	// The push happens just before the status says Committed, so the first
 	// figure slightly undercounts; the edit-to-Applied one includes the save.
-	fmt.Printf("P5 save Committed→Applied=True with Flux (%d saves, catchUp AfterPush): %s; "+
+	fmt.Printf("P4 save Committed→Applied=True with Flux (%d saves, catchUp AfterPush): %s; "+
 		"floor (Flux applying a pushed commit when asked directly) %s; ratio p50 %.1fx; edit+save→Applied p50 %v\n",
 		n, summary(saved), summary(floor), float64(p(saved, 0.5))/float64(p(floor, 0.5)), p(whole, 0.5).Round(time.Millisecond))
-	record(row{name: "P5 save Committed→Applied (Flux)", measured: summary(saved), floor: "Flux asked directly " + summary(floor),
+	record(row{name: "P4 save Committed→Applied (Flux)", measured: summary(saved), floor: "Flux asked directly " + summary(floor),
 		ratio: float64(p(saved, 0.5)) / float64(p(floor, 0.5)), goal: "none set"})
 }

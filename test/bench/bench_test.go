@@ -3,14 +3,20 @@
 // Package bench measures the mirror on the real control plane and prints
 // each figure next to a floor measured in the same run, as a ratio:
 //
-//	P1  snapshot of N ConfigMaps until pushed   vs  git CLI add+commit+push of the same files
-//	P2  one edit until its commit is pushed     vs  a bare client-go watch seeing the edit
-//	P4  edit + CommitRequest until Committed    vs  the same edit committed without a request
-//	P5  a save's push until Applied=True (Flux)  vs  Flux applying a pushed commit when asked directly
-//	P6  one edit until pushed, kustomized folder vs  the same edit among as many objects in the plain layout
+//	P1  snapshot of N ConfigMaps until pushed      vs  git CLI add+commit+push of the same files
+//	P2  one edit until its commit is pushed        vs  a bare client-go watch seeing the edit
+//	P3  500 edits/s for 60 s over 1k objects       vs  the same watch seeing the last edit; Git must end equal to the cluster
+//	P4  edit + CommitRequest until Committed       vs  the same edit committed without a request
+//	    a save's push until Applied=True (Flux)    vs  Flux applying a pushed commit when asked directly
+//	P5  one commit as the folder grows 1k → 10k    vs  the git CLI's one-file commit+push at each size
+//	P6  create and list 500 objects of our API     vs  the same objects as a CRD on the same kube-apiserver
+//	    200 GitTargets × 50 objects, per target    vs  the git CLI pushing each folder
+//	    one edit until pushed, kustomized folder   vs  the same edit among as many objects in the plain layout
 //
-// Run with `make bench`; REVERSER_BENCH_CONFIGMAPS (default 10000) and
-// REVERSER_BENCH_EDITS (default 60) size it. REVERSER_BENCH_PROFILE=1 also
+// Run with `make bench`; REVERSER_BENCH_SCALE=100000 runs P1 and P5 at 100k
+// objects (default 10000); REVERSER_BENCH_CONFIGMAPS, REVERSER_BENCH_EDITS,
+// REVERSER_BENCH_EDIT_RATE, REVERSER_BENCH_EDIT_SECONDS and
+// REVERSER_BENCH_TARGETS size single rows. REVERSER_BENCH_PROFILE=1 also
 // prints the top of the controller's CPU profile during P1's snapshot and
 // of its heap after it. No assertion is timed: the figures are printed for
 // people and CI logs.
@@ -76,16 +82,34 @@ func TestBench(t *testing.T) {
 	cfg.QPS, cfg.Burst = 2000, 2000
 	kube := kubernetes.NewForConfigOrDie(cfg)
 
-	t.Run("P1-snapshot", func(t *testing.T) { snapshot(ctx, t, env, kube, envInt("REVERSER_BENCH_CONFIGMAPS", 10000)) })
+	// REVERSER_BENCH_SCALE=100000 runs the rows that grow with it (P1, P5)
+	// at 100k objects.
+	scale := envInt("REVERSER_BENCH_SCALE", 10000)
+	t.Run("P1-snapshot", func(t *testing.T) { snapshot(ctx, t, env, kube, envInt("REVERSER_BENCH_CONFIGMAPS", scale)) })
 	t.Run("P2-edit-latency", func(t *testing.T) {
 		editLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_EDITS", 60), "plain")
 	})
 	t.Run("P2-edit-latency-attributed", func(t *testing.T) {
 		editLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_EDITS", 60), "local")
 	})
+	t.Run("P3-sustained-edits", func(t *testing.T) {
+		sustainedEdits(ctx, t, env, kube, 1000, envInt("REVERSER_BENCH_EDIT_RATE", 500),
+			time.Duration(envInt("REVERSER_BENCH_EDIT_SECONDS", 60))*time.Second)
+	})
 	t.Run("P4-save-latency", func(t *testing.T) { saveLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_SAVES", 20)) })
-	t.Run("P5-save-applied", func(t *testing.T) { saveApplied(ctx, t, env, kube, envInt("REVERSER_BENCH_APPLIES", 10)) })
-	t.Run("P6-kustomized-edit", func(t *testing.T) {
+	t.Run("P4-save-applied", func(t *testing.T) { saveApplied(ctx, t, env, kube, envInt("REVERSER_BENCH_APPLIES", 10)) })
+	t.Run("P5-repository-growth", func(t *testing.T) {
+		sizes := []int{1000}
+		for s := 10000; s <= scale; s *= 10 {
+			sizes = append(sizes, s)
+		}
+		repoGrowth(ctx, t, env, kube, sizes, 5)
+	})
+	t.Run("P6-api-vs-crd", func(t *testing.T) { apiVsCRD(ctx, t, env, kube, 500, 20) })
+	t.Run("many-targets", func(t *testing.T) {
+		manyTargets(ctx, t, env, kube, envInt("REVERSER_BENCH_TARGETS", 200), 50)
+	})
+	t.Run("kustomized-edit", func(t *testing.T) {
 		kustomizedEdit(ctx, t, env, kube, envInt("REVERSER_BENCH_KUSTOMIZED", 1000), envInt("REVERSER_BENCH_KUSTOMIZED_EDITS", 10))
 	})
 	printTable()

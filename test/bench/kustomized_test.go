@@ -21,12 +21,12 @@ import (
 	"reverser.dev/reverser/test/gitserver"
 )
 
-// kustomizedEdit is P6: one edit until its commit is pushed, in a folder
+// kustomizedEdit: one edit until its commit is pushed, in a folder
 // kustomize builds that lists n ConfigMaps in resources:, against the same
 // edit among the same n ConfigMaps in the plain layout.
 func kustomizedEdit(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, n, edits int) {
 	measure := func(mode string) []time.Duration {
-		ns := "p6-" + mode
+		ns := "kz-" + mode
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		for i := range n {
@@ -65,9 +65,9 @@ func kustomizedEdit(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 	plain := measure("plain")
 	kz := measure("kustomized")
 	p := quantile
-	fmt.Printf("P6 edit→push in a kustomized folder (%d ConfigMaps in resources:, %d edits): %s; the plain layout floor %s; ratio p50 %.1fx\n",
+	fmt.Printf("Kustomized: edit→push in a kustomized folder (%d ConfigMaps in resources:, %d edits): %s; the plain layout floor %s; ratio p50 %.1fx\n",
 		n, edits, summary(kz), summary(plain), float64(p(kz, 0.5))/float64(p(plain, 0.5)))
-	record(row{name: fmt.Sprintf("P6 edit→push, kustomized (%d objects)", n), measured: summary(kz), floor: "plain layout " + summary(plain),
+	record(row{name: fmt.Sprintf("edit→push, kustomized (%d objects)", n), measured: summary(kz), floor: "plain layout " + summary(plain),
 		ratio: float64(p(kz, 0.5)) / float64(p(plain, 0.5)), goal: "as the plain layout"})
 }
 

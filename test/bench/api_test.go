@@ -1,0 +1,132 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"reverser.dev/reverser/test/controlplane"
+)
+
+// benchCRD serves GitProviders of the group bench.reverser.dev from
+// kube-apiserver itself, with the fields this row writes typed as ours are.
+const benchCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gitproviders.bench.reverser.dev}
+spec:
+  group: bench.reverser.dev
+  names: {kind: GitProvider, listKind: GitProviderList, plural: gitproviders, singular: gitprovider}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [url]
+            properties:
+              url: {type: string}
+              allowedBranches: {type: array, items: {type: string}}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// apiVsCRD is P6: creating n GitProviders one after another, and listing
+// them, through our aggregated API against the same objects as a CRD on
+// the same kube-apiserver. The ratio is the CRD's time over ours (≥ 1: ours
+// is as fast). Our API is also measured directly, bypassing the
+// aggregator, and as kubectl's Table, to tell where a gap comes from.
+func apiVsCRD(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, n, lists int) {
+	apply(t, env, benchCRD)
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
+	require.NoError(t, err)
+	cfg.QPS, cfg.Burst = 2000, 2000
+	direct := rest.CopyConfig(cfg)
+	direct.Host = env.ReverserAPIServer
+	direct.TLSClientConfig.Insecure, direct.TLSClientConfig.CAData, direct.TLSClientConfig.CAFile = true, nil, "" // loopback, bench only
+	ours := schema.GroupVersionResource{Group: "reverser.dev", Version: "v1alpha1", Resource: "gitproviders"}
+	crd := schema.GroupVersionResource{Group: "bench.reverser.dev", Version: "v1alpha1", Resource: "gitproviders"}
+	aggregated := dynamic.NewForConfigOrDie(cfg)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		_, err := aggregated.Resource(crd).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}), "the CRD is not served")
+
+	type figures struct{ create, list, table time.Duration }
+	measure := func(c *rest.Config, gvr schema.GroupVersionResource, ns string) figures {
+		client := dynamic.NewForConfigOrDie(c)
+		namespace(ctx, t, kube, ns)
+		res := client.Resource(gvr).Namespace(ns)
+		start := time.Now()
+		for i := range n {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": gvr.GroupVersion().String(), "kind": "GitProvider",
+				"metadata": map[string]any{"name": fmt.Sprintf("repo-%04d", i)},
+				"spec":     map[string]any{"url": fmt.Sprintf("http://127.0.0.1:1/repo-%04d.git", i), "allowedBranches": []any{"main"}},
+			}}
+			_, err := res.Create(ctx, u, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		f := figures{create: time.Since(start)}
+		var took, tables []time.Duration
+		httpClient, err := rest.HTTPClientFor(c)
+		require.NoError(t, err)
+		url := fmt.Sprintf("%s/apis/%s/namespaces/%s/%s", c.Host, gvr.GroupVersion(), ns, gvr.Resource)
+		for range lists {
+			start := time.Now()
+			list, err := res.List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			require.Len(t, list.Items, n)
+			took = append(took, time.Since(start))
+
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			require.NoError(t, err)
+			req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+			start = time.Now()
+			resp, err := httpClient.Do(req)
+			require.NoError(t, err)
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			tables = append(tables, time.Since(start))
+		}
+		f.list, f.table = quantile(took, 0.5), quantile(tables, 0.5)
+		return f
+	}
+	viaAggregator := measure(cfg, ours, "p6-api")
+	asCRD := measure(cfg, crd, "p6-crd")
+	directly := measure(direct, ours, "p6-direct")
+	fmt.Printf("P6 %d GitProviders: create one after another: ours %v, CRD %v (%.2fx), ours without the aggregator %v; "+
+		"list p50: ours %v, CRD %v (%.2fx), direct %v; list as Table p50: ours %v, CRD %v, direct %v\n", n,
+		viaAggregator.create.Round(time.Millisecond), asCRD.create.Round(time.Millisecond),
+		float64(asCRD.create)/float64(viaAggregator.create), directly.create.Round(time.Millisecond),
+		viaAggregator.list.Round(time.Millisecond), asCRD.list.Round(time.Millisecond), float64(asCRD.list)/float64(viaAggregator.list),
+		directly.list.Round(time.Millisecond), viaAggregator.table.Round(time.Millisecond), asCRD.table.Round(time.Millisecond),
+		directly.table.Round(time.Millisecond))
+	record(row{name: fmt.Sprintf("P6 create %d, our API vs a CRD", n), measured: viaAggregator.create.Round(time.Millisecond).String() +
+		" (direct " + directly.create.Round(time.Millisecond).String() + ")",
+		floor: "CRD " + asCRD.create.Round(time.Millisecond).String(), ratio: float64(asCRD.create) / float64(viaAggregator.create), goal: "≥ 0.9×"})
+	record(row{name: fmt.Sprintf("P6 list %d, our API vs a CRD", n), measured: viaAggregator.list.Round(time.Millisecond).String() +
+		" (direct " + directly.list.Round(time.Millisecond).String() + ")",
+		floor: "CRD " + asCRD.list.Round(time.Millisecond).String(), ratio: float64(asCRD.list) / float64(viaAggregator.list), goal: "≥ 0.9×"})
+}
