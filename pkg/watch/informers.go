@@ -48,15 +48,27 @@ type informerKey struct {
 	namespace string
 }
 
+// informer is one shared informer. Its one handler hands each event to the
+// queues of the streams of the event's namespace (and of those reading all
+// namespaces): a stream never sees, nor pays for, another namespace's
+// objects, and a slow sink holds up only its own stream.
+//
+// Locks: mu guards streams; the handler holds it for reading while it hands
+// an event on, attach and detach for writing, so a stream attaching gets the
+// informer's objects of its namespace before any event after them.
 type informer struct {
 	key    informerKey
 	inf    cache.SharedIndexInformer
+	reg    cache.ResourceEventHandlerRegistration
 	cancel context.CancelFunc
 	done   chan struct{}
 	refs   int // guarded by Informers.mu
 	// err is the informer's last list or watch failure, nil once an event
 	// arrives again; every stream attached to it reports it.
 	err atomic.Pointer[error]
+
+	mu      sync.RWMutex
+	streams map[string]map[*Stream]struct{} // by namespace; "" reads all
 }
 
 // NewInformers shares informers on client; wide nil informs per namespace.
@@ -107,7 +119,20 @@ func (h *Informers) clusterWide(ctx context.Context, gvr schema.GroupVersionReso
 // start starts the informer of key; h.mu is held.
 func (h *Informers) start(ctx context.Context, key informerKey) *informer {
 	ctx, cancel := context.WithCancel(ctx)
-	in := &informer{key: key, inf: newInformer(h.client, key.gvr, key.namespace), cancel: cancel, done: make(chan struct{})}
+	in := &informer{key: key, inf: newInformer(h.client, key.gvr, key.namespace), cancel: cancel, done: make(chan struct{}),
+		streams: map[string]map[*Stream]struct{}{}}
+	// Registered before the informer runs, so it can never fail, and its
+	// HasSynced says the initial objects have all been handed on.
+	in.reg, _ = in.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { in.dispatch(event{obj: obj}) },
+		UpdateFunc: func(old, obj any) { in.dispatch(event{obj: obj, old: old}) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			in.dispatch(event{obj: obj, deleted: true})
+		},
+	})
 	// Lists and watches that fail to start come here; errors inside a
 	// watch (410 Expired) are counted by newInformer.
 	_ = in.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
@@ -148,10 +173,56 @@ func (in *informer) Err() error {
 	return nil
 }
 
-// flowing records that an event arrived: the watch works again.
-func (in *informer) flowing() {
+// dispatch hands e to the streams that read its namespace.
+func (in *informer) dispatch(e event) {
 	if in.err.Load() != nil {
-		in.err.Store(nil)
+		in.err.Store(nil) // an event arrived: the watch works again
+	}
+	u, ok := e.obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	ns := u.GetNamespace()
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	for s := range in.streams[ns] {
+		s.queue.push(e)
+	}
+	if ns != "" {
+		for s := range in.streams[""] {
+			s.queue.push(e)
+		}
+	}
+}
+
+// attach queues the informer's objects of namespace ns ("": all) for s, as
+// its initial state, and hands it every event after them. An object whose
+// event the handler has not handed on yet reaches s twice, the second time
+// as an event: the same document, which writes nothing.
+func (in *informer) attach(s *Stream, ns string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var objs []any
+	if ns == "" {
+		objs = in.inf.GetStore().List()
+	} else {
+		objs, _ = in.inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	}
+	for _, obj := range objs {
+		s.queue.push(event{obj: obj})
+	}
+	if in.streams[ns] == nil {
+		in.streams[ns] = map[*Stream]struct{}{}
+	}
+	in.streams[ns][s] = struct{}{}
+}
+
+func (in *informer) detach(s *Stream, ns string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.streams[ns], s)
+	if len(in.streams[ns]) == 0 {
+		delete(in.streams, ns)
 	}
 }
 
@@ -191,7 +262,8 @@ func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns s
 		},
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String(),
+			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
 	_ = inf.SetTransform(trim) // only fails once the informer runs
 	return inf
 }

@@ -159,3 +159,30 @@ func TestAnInformersFailureReachesEveryStream(t *testing.T) {
 	assert.NoError(t, s1.Err())
 	assert.NoError(t, s2.Err())
 }
+
+// TestASlowSinkHoldsUpOnlyItsStream: streams share an informer, not a
+// goroutine; one whose sink blocks leaves the others running.
+func TestASlowSinkHoldsUpOnlyItsStream(t *testing.T) {
+	ctx := t.Context()
+	client := fakeSource(configMap("a", "one"), configMap("a", "two"), configMap("b", "three"))
+	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil })
+	stuck, free := newBlockingSink(), newBlockingSinkReleased()
+	sa := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, stuck)
+	sb := h.Stream(ctx, "t2", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, free)
+	defer sb.Stop()
+	select {
+	case <-stuck.entered:
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("no change reached the blocking sink")
+	}
+	waitSynced(t, sb)
+	_, err := client.Resource(configMaps).Namespace("b").Create(ctx, configMap("b", "four"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true,
+		func(context.Context) (bool, error) { _, ok := free.seen()["b/four"]; return ok, nil }))
+	assert.False(t, sa.Synced())
+	close(stuck.release)
+	waitSynced(t, sa)
+	assert.Equal(t, map[string]bool{"a/one": true, "a/two": true}, stuck.seen())
+	sa.Stop()
+}

@@ -106,17 +106,16 @@ func newestManaged(entries []metav1.ManagedFieldsEntry) *metav1.ManagedFieldsEnt
 	return newest
 }
 
-// Stream watches one scope for one GitTarget, through a handler on the
-// source's shared informer (Informers). Watch is the only source of object
-// state: the informer's objects when the stream attaches are the snapshot,
-// after which the sink sweeps; relists after 410 Gone or a lost connection
-// report deletes that happened meanwhile.
+// Stream watches one scope for one GitTarget, fed by the source's shared
+// informer (Informers). Watch is the only source of object state: the
+// informer's objects when the stream attaches are the snapshot, after which
+// the sink sweeps; relists after 410 Gone or a lost connection report
+// deletes that happened meanwhile.
 //
-// After Stop returns, the stream never calls its sink again: each handler
-// call holds gate for reading while it checks that the stream runs and
-// calls the sink, and Stop takes it for writing, so it waits for a call
-// under way and no call begins after it. The Synced call is made the same
-// way.
+// The informer queues the stream's events; one goroutine of the stream's
+// own hands them to the sink, in order, and after Stop returns it never
+// calls the sink again: Stop waits for that goroutine, which checks the
+// stream's context before each call.
 type Stream struct {
 	Scope Scope
 	// list lists the stream's collection, for barriers.
@@ -132,12 +131,57 @@ type Stream struct {
 
 	informers *Informers
 	from      *informer
-	reg       cache.ResourceEventHandlerRegistration
-	gate      sync.RWMutex
-	stopped   bool // guarded by gate
+	namespace string // what the stream reads of its informer: "" all
+	queue     queue
 	stopOnce  sync.Once
-	// failed is why the stream could not attach to its informer.
-	failed error
+}
+
+// event is one informer event for a stream; synced marks the end of the
+// stream's initial state.
+type event struct {
+	obj, old any
+	deleted  bool
+	synced   bool
+}
+
+// queue is a stream's unbounded FIFO of events: the informer's handler never
+// waits for a stream.
+type queue struct {
+	mu     sync.Mutex
+	events []event
+	wake   chan struct{}
+}
+
+func (q *queue) push(e event) {
+	q.mu.Lock()
+	q.events = append(q.events, e)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop waits for the next event; false once ctx is done.
+func (q *queue) pop(ctx context.Context) (event, bool) {
+	for {
+		if ctx.Err() != nil {
+			return event{}, false
+		}
+		q.mu.Lock()
+		if len(q.events) > 0 {
+			e := q.events[0]
+			q.events[0] = event{}
+			q.events = q.events[1:]
+			q.mu.Unlock()
+			return e, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.wake:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // StartStream starts watching scope through an informer of its own; a
@@ -151,104 +195,88 @@ func StartStream(ctx context.Context, client dynamic.Interface, key, base string
 func (h *Informers) Stream(ctx context.Context, key, base string, scope Scope, policy Policy, sink Sink) *Stream {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{}), informers: h}
-	ns := scope.Namespace
-	if ns == "*" {
-		ns = metav1.NamespaceAll
+	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{}), informers: h, queue: queue{wake: make(chan struct{}, 1)}}
+	if scope.Namespace != "*" {
+		s.namespace = scope.Namespace
 	}
-	s.list = h.client.Resource(scope.GVR).Namespace(ns)
+	s.list = h.client.Resource(scope.GVR).Namespace(s.namespace)
 	// The informer outlives this stream when others share it, so it runs
 	// on the caller's context, not the stream's.
 	s.from = h.acquire(parent, scope)
-	gr := scope.GVR.GroupResource()
-	// The informer may run already, calling handlers before AddEventHandler
-	// returns: those are its initial objects.
-	var registered atomic.Pointer[cache.ResourceEventHandlerRegistration]
-	snapshot := func() bool { r := registered.Load(); return r == nil || !(*r).HasSynced() }
-	// mine says whether the stream hands obj on: the informer may hold
-	// every namespace's objects.
-	mine := func(u *unstructured.Unstructured) bool { return ns == "" || u.GetNamespace() == ns }
-	// upsert hands the new document of obj to the sink; with old, only when
-	// it differs from old's (status and runtime churn write nothing). Each
-	// object is sanitized once.
-	upsert := func(obj, old any) {
-		s.from.flowing()
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !mine(u) {
-			return
+	s.from.attach(s, s.namespace)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Everything queued before the informer had handed on its initial
+		// objects is the stream's initial state.
+		if cache.WaitForCacheSync(ctx.Done(), s.from.reg.HasSynced) {
+			s.queue.push(event{synced: true})
 		}
-		s.gate.RLock()
-		defer s.gate.RUnlock()
-		if s.stopped || ctx.Err() != nil {
-			return // stopping: the change is not handed on
-		}
-		defer s.handle(u.GetResourceVersion()) // after the sink has it
-		if outcome, skip := Skip(gr, u, policy.Secrets); skip {
-			metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
-			return
-		}
-		content, encrypt, err := policy.Document(gr, u)
-		if err != nil {
-			metrics.WatchEvents.WithLabelValues(string(OutcomeInvalid)).Inc()
-			klog.FromContext(ctx).Error(err, "Cannot write object", "scope", scope.String(), "object", klog.KObj(u))
-			return
-		}
-		if o, ok := old.(*unstructured.Unstructured); ok {
-			if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
-				metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
-				return
-			}
-		}
-		metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
-		ch := change(scope.GVR, base, u, content)
-		ch.Snapshot, ch.Encrypt = snapshot(), encrypt
-		sink.Change(ctx, key, ch)
-	}
-	reg, err := s.from.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { upsert(obj, nil) },
-		UpdateFunc: func(oldObj, newObj any) { upsert(newObj, oldObj) },
-		DeleteFunc: func(obj any) {
-			s.from.flowing()
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok || !mine(u) {
-				return
-			}
-			s.gate.RLock()
-			defer s.gate.RUnlock()
-			if s.stopped || ctx.Err() != nil {
-				return // stopping: the change is not handed on
-			}
-			defer s.handle(u.GetResourceVersion())
-			if _, skip := Skip(gr, u, policy.Secrets); skip {
-				return
-			}
-			metrics.WatchEvents.WithLabelValues("deleted").Inc()
-			sink.Change(ctx, key, change(scope.GVR, base, u, nil))
-		},
 	})
-	if err != nil {
-		s.failed = fmt.Errorf("registering handler: %w", err)
-		close(s.done)
-		return s
-	}
-	s.reg = reg
-	registered.Store(&reg)
+	wg.Go(func() { s.run(ctx, key, base, policy, sink) })
 	go func() {
-		defer close(s.done)
-		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-			return
-		}
-		s.gate.RLock()
-		defer s.gate.RUnlock()
-		if !s.stopped && ctx.Err() == nil {
-			s.synced.Store(true)
-			sink.Synced(ctx, key, scope)
-		}
+		wg.Wait()
+		close(s.done)
 	}()
 	return s
+}
+
+// run hands the stream's events to the sink until ctx is done.
+func (s *Stream) run(ctx context.Context, key, base string, policy Policy, sink Sink) {
+	gr := s.Scope.GVR.GroupResource()
+	for {
+		e, ok := s.queue.pop(ctx)
+		if !ok {
+			return
+		}
+		if e.synced {
+			s.synced.Store(true)
+			sink.Synced(ctx, key, s.Scope)
+			continue
+		}
+		u, ok := e.obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		if e.deleted {
+			if _, skip := Skip(gr, u, policy.Secrets); !skip {
+				metrics.WatchEvents.WithLabelValues("deleted").Inc()
+				sink.Change(ctx, key, change(s.Scope.GVR, base, u, nil))
+			}
+			s.handle(u.GetResourceVersion())
+			continue
+		}
+		if ch, ok := s.document(ctx, gr, base, policy, u, e.old); ok {
+			sink.Change(ctx, key, ch)
+		}
+		s.handle(u.GetResourceVersion()) // after the sink has it
+	}
+}
+
+// document is the change of u's new document; none when it is never
+// written, or does not differ from old's (status and runtime churn write
+// nothing). Each object is sanitized once.
+func (s *Stream) document(ctx context.Context, gr schema.GroupResource, base string, policy Policy, u *unstructured.Unstructured,
+	old any) (Change, bool) {
+	if outcome, skip := Skip(gr, u, policy.Secrets); skip {
+		metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
+		return Change{}, false
+	}
+	content, encrypt, err := policy.Document(gr, u)
+	if err != nil {
+		metrics.WatchEvents.WithLabelValues(string(OutcomeInvalid)).Inc()
+		klog.FromContext(ctx).Error(err, "Cannot write object", "scope", s.Scope.String(), "object", klog.KObj(u))
+		return Change{}, false
+	}
+	if o, ok := old.(*unstructured.Unstructured); ok {
+		if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
+			metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
+			return Change{}, false
+		}
+	}
+	metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
+	ch := change(s.Scope.GVR, base, u, content)
+	ch.Snapshot, ch.Encrypt = !s.synced.Load(), encrypt
+	return ch, true
 }
 
 // trim drops, before an object is cached, what its document never holds
@@ -298,12 +326,7 @@ func describe(u *unstructured.Unstructured) string {
 
 // Err is why the stream does not receive events: its informer's last list
 // or watch failure, nil once events flow again.
-func (s *Stream) Err() error {
-	if s.failed != nil {
-		return s.failed
-	}
-	return s.from.Err()
-}
+func (s *Stream) Err() error { return s.from.Err() }
 
 // handle records that the event at resourceVersion rv was handed on.
 func (s *Stream) handle(rv string) {
@@ -384,18 +407,14 @@ func Barrier(ctx context.Context, streams []*Stream, poll time.Duration) error {
 // Synced says whether the initial state has been delivered.
 func (s *Stream) Synced() bool { return s.synced.Load() }
 
-// Stop ends the stream and waits for it: for every handler call it started.
-// After Stop returns, the sink is never called again for this stream. The
+// Stop ends the stream and waits for it: for the sink call under way. After
+// Stop returns, the sink is never called again for this stream. The
 // informer stops with its last stream.
 func (s *Stream) Stop() {
 	s.stopOnce.Do(func() {
 		s.cancel()
-		s.gate.Lock() // waits for a sink call under way
-		s.stopped = true
-		s.gate.Unlock()
-		if s.reg != nil {
-			_ = s.from.inf.RemoveEventHandler(s.reg)
-		}
+		s.from.detach(s, s.namespace)
+		<-s.done
 		s.informers.release(s.from)
 	})
 	<-s.done
