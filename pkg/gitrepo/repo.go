@@ -3,6 +3,15 @@
 // entries (never a worktree scan, so a commit costs what it changes, not
 // what the repository holds), fetch, and push with rejection detection.
 //
+// A push sends the objects written since the remote head it builds on, when
+// the repository wrote every commit since then itself; only otherwise (the
+// first push after a start) does it walk what the remote holds to find
+// them, which costs what the repository holds. Each repository's object
+// cache is bounded (objectCacheSize), so many workers do not each hold
+// go-git's default of 96 MiB.
+//
+// A Repo is used by one goroutine at a time (its branch worker's).
+//
 // Errors that may quote the remote's URL go through redact.Error, so that no
 // credentials reach status messages or logs.
 package gitrepo
@@ -19,12 +28,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"reverser.dev/reverser/pkg/redact"
 )
@@ -43,19 +59,32 @@ type Repo struct {
 	url    string
 	branch string
 	auth   transport.AuthMethod
+
+	// fresh holds every object written since the remote head since, when
+	// tracked: a push on since sends them rather than walk the repository.
+	tracked bool
+	since   plumbing.Hash
+	fresh   map[plumbing.Hash]struct{}
+	// walked counts pushes that had to walk the repository (for tests).
+	walked int
 }
+
+// objectCacheSize bounds each repository's cache of decoded objects: the
+// trees a commit rewrites are read from it.
+const objectCacheSize = 8 * cache.MiByte
 
 const remoteName = "origin"
 
 // Open opens the bare repository in dir, creating it when absent, with
 // origin pointing at url. auth may be nil for anonymous remotes.
 func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
-	r, err := git.PlainOpen(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	st := filesystem.NewStorage(osfs.New(dir), cache.NewObjectLRU(objectCacheSize))
+	r, err := git.Open(st, nil)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		r, err = git.PlainInit(dir, true)
+		r, err = git.Init(st, nil)
 	}
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("opening local repository %s: %w", dir, err))
@@ -64,7 +93,7 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
 		return nil, redact.Error(fmt.Errorf("configuring remote %s: %w", redact.URL(url), err))
 	}
-	return &Repo{repo: r, url: url, branch: branch, auth: auth}, nil
+	return &Repo{repo: r, url: url, branch: branch, auth: auth, fresh: map[plumbing.Hash]struct{}{}}, nil
 }
 
 // SetAuth replaces the credentials used for the remote.
@@ -88,6 +117,7 @@ func (r *Repo) Fetch(ctx context.Context) (plumbing.Hash, error) {
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
 	case errors.Is(err, transport.ErrEmptyRemoteRepository), isMissingRef(err):
+		r.track(plumbing.ZeroHash)
 		return plumbing.ZeroHash, nil
 	default:
 		return plumbing.ZeroHash, redact.Error(fmt.Errorf("fetching %s from %s: %w", r.branch, redact.URL(r.url), err))
@@ -96,7 +126,17 @@ func (r *Repo) Fetch(ctx context.Context) (plumbing.Hash, error) {
 	if err != nil {
 		return plumbing.ZeroHash, redact.Error(fmt.Errorf("reading fetched %s: %w", r.branch, err))
 	}
+	r.track(ref.Hash())
 	return ref.Hash(), nil
+}
+
+// track records that the remote head is head: objects written from now on
+// are what a push on it sends. Those written since an earlier head stay
+// fresh while the head is the same.
+func (r *Repo) track(head plumbing.Hash) {
+	if !r.tracked || r.since != head {
+		r.tracked, r.since, r.fresh = true, head, map[plumbing.Hash]struct{}{}
+	}
 }
 
 func isMissingRef(err error) bool {
@@ -111,18 +151,117 @@ func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
 	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(local, head)); err != nil {
 		return err
 	}
-	spec := config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, r.branch))
-	err := r.repo.PushContext(ctx, &git.PushOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Auth: r.auth})
+	var err error
+	if r.wroteSince(head) {
+		err = r.pushFresh(ctx, head)
+	} else {
+		r.walked++
+		spec := config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, r.branch))
+		err = r.repo.PushContext(ctx, &git.PushOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Auth: r.auth})
+	}
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
-	case errors.Is(err, git.ErrNonFastForwardUpdate), strings.Contains(err.Error(), "non-fast-forward"),
+	case errors.Is(err, ErrRejected), errors.Is(err, git.ErrNonFastForwardUpdate), strings.Contains(err.Error(), "non-fast-forward"),
 		strings.Contains(err.Error(), "fetch first"):
 		return ErrRejected
 	default:
 		return redact.Error(fmt.Errorf("pushing %s to %s: %w", r.branch, redact.URL(r.url), err))
 	}
 	// Record what the remote now holds, as a fetch would.
+	r.track(head)
 	return r.repo.Storer.SetReference(plumbing.NewHashReference(r.remoteRef(), head))
+}
+
+// wroteSince says whether this Repo wrote every commit from head back to
+// the remote head it tracks: then the objects a push must send are fresh.
+func (r *Repo) wroteSince(head plumbing.Hash) bool {
+	if !r.tracked {
+		return false
+	}
+	for h := head; h != r.since; {
+		if _, ok := r.fresh[h]; !ok {
+			return false
+		}
+		c, err := r.repo.CommitObject(h)
+		if err != nil || len(c.ParentHashes) > 1 {
+			return false
+		}
+		if len(c.ParentHashes) == 0 {
+			return r.since.IsZero()
+		}
+		h = c.ParentHashes[0]
+	}
+	return true
+}
+
+// pushFresh updates the remote branch from since to head, sending the
+// objects written since: at most a few more than the commits need (those of
+// commits replaced before they were pushed), never a walk of the
+// repository.
+func (r *Repo) pushFresh(ctx context.Context, head plumbing.Hash) error {
+	ep, err := transport.NewEndpoint(r.url)
+	if err != nil {
+		return err
+	}
+	c, err := client.NewClient(ep)
+	if err != nil {
+		return err
+	}
+	sess, err := c.NewReceivePackSession(ep, r.auth)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return err
+	}
+	ref := plumbing.NewBranchReferenceName(r.branch)
+	var remote plumbing.Hash
+	if adv != nil {
+		if refs, err := adv.AllReferences(); err == nil {
+			if h, ok := refs[ref]; ok {
+				remote = h.Hash()
+			}
+		}
+	}
+	if remote != r.since {
+		return ErrRejected // the remote moved since it was fetched
+	}
+	if remote == head {
+		return nil
+	}
+	caps := capability.NewList()
+	if adv != nil {
+		caps = adv.Capabilities
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(caps)
+	req.Commands = []*packp.Command{{Name: ref, Old: remote, New: head}}
+	hashes := make([]plumbing.Hash, 0, len(r.fresh))
+	for h := range r.fresh {
+		hashes = append(hashes, h)
+	}
+	pr, pw := io.Pipe()
+	req.Packfile = pr
+	encoded := make(chan error, 1)
+	go func() {
+		_, err := packfile.NewEncoder(pw, r.repo.Storer, !caps.Supports(capability.OFSDelta)).Encode(hashes, 10)
+		_ = pw.CloseWithError(err) // nil: the pack ends
+		encoded <- err
+	}()
+	status, err := sess.ReceivePack(ctx, req)
+	if err != nil {
+		_ = pr.Close() // unblocks the encoder
+		<-encoded
+		return err
+	}
+	if err := <-encoded; err != nil {
+		return err
+	}
+	if status != nil {
+		return status.Error()
+	}
+	return nil
 }
 
 // Repack packs the objects the branch and the fetched remote branch reach
@@ -346,7 +485,17 @@ func (r *Repo) store(o encodable) (plumbing.Hash, error) {
 	if err := o.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return r.repo.Storer.SetEncodedObject(obj)
+	return r.keep(obj)
+}
+
+// keep stores obj and counts it fresh, even when the repository held it
+// already: it may be one the remote lacks.
+func (r *Repo) keep(obj plumbing.EncodedObject) (plumbing.Hash, error) {
+	h, err := r.repo.Storer.SetEncodedObject(obj)
+	if err == nil {
+		r.fresh[h] = struct{}{}
+	}
+	return h, err
 }
 
 func (r *Repo) storeBlob(content []byte) (plumbing.Hash, error) {
@@ -363,7 +512,7 @@ func (r *Repo) storeBlob(content []byte) (plumbing.Hash, error) {
 	if err := w.Close(); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return r.repo.Storer.SetEncodedObject(obj)
+	return r.keep(obj)
 }
 
 // FindTrailer returns the newest of the last limit commits from head whose

@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,4 +158,55 @@ func TestRepackLeavesNoLooseObjects(t *testing.T) {
 	require.NoError(t, r.Push(ctx, next))
 	assert.Equal(t, "b", gitCLI(t, bare, "show", "main:clusters/dev/b.yaml"))
 	gitCLI(t, dir, "fsck", "--strict")
+}
+
+// TestPushSendsWhatItWrote: once a fetch or push told the remote's head, a
+// push sends the objects written since, without walking the repository, and
+// git finds the remote whole: objects another commit replaced before it
+// was pushed, and blobs the remote held already, are no harm. A Repo opened
+// on a repository with unpushed commits it did not write walks once.
+func TestPushSendsWhatItWrote(t *testing.T) {
+	url, bare := remote(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	head, err := r.Fetch(ctx)
+	require.NoError(t, err)
+	files := map[string][]byte{}
+	for i := range 50 {
+		files[fmt.Sprintf("ns/configmaps/cm-%02d.yaml", i)] = fmt.Appendf(nil, "i: %d\n", i)
+	}
+	c1, err := r.Commit(head, files, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c1))
+	// Replaced before it was pushed: its objects go along, unreferenced.
+	_, err = r.Commit(c1, map[string][]byte{"ns/configmaps/cm-00.yaml": []byte("dropped\n")}, info)
+	require.NoError(t, err)
+	c2, err := r.Commit(c1, map[string][]byte{"ns/configmaps/cm-01.yaml": []byte("i: 2\n"), "other/x.yaml": []byte("x\n")}, info)
+	require.NoError(t, err)
+	c3, err := r.Commit(c2, map[string][]byte{"ns/configmaps/cm-02.yaml": nil}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c3))
+	assert.Zero(t, r.walked, "no push walked the repository")
+	assert.Equal(t, c3.String(), gitCLI(t, bare, "rev-parse", "main"))
+	assert.Equal(t, "i: 2", gitCLI(t, bare, "show", "main:ns/configmaps/cm-01.yaml"))
+	gitCLI(t, bare, "fsck", "--strict", "--connectivity-only")
+	gitCLI(t, bare, "fsck", "--strict")
+
+	// A new Repo on the same directory, holding a commit it did not write.
+	c4, err := r.Commit(c3, map[string][]byte{"ns/configmaps/cm-03.yaml": []byte("after restart\n")}, info)
+	require.NoError(t, err)
+	again, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	_, err = again.Fetch(ctx)
+	require.NoError(t, err)
+	require.NoError(t, again.Push(ctx, c4))
+	assert.Equal(t, 1, again.walked, "a commit it did not write is found by walking")
+	c5, err := again.Commit(c4, map[string][]byte{"ns/configmaps/cm-04.yaml": []byte("then fresh\n")}, info)
+	require.NoError(t, err)
+	require.NoError(t, again.Push(ctx, c5))
+	assert.Equal(t, 1, again.walked, "after that, pushes send what it wrote")
+	assert.Equal(t, "then fresh", gitCLI(t, bare, "show", "main:ns/configmaps/cm-04.yaml"))
+	gitCLI(t, bare, "fsck", "--strict")
 }
