@@ -113,7 +113,12 @@ func apiVsCRD(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 		f.list, f.table = quantile(took, 0.5), quantile(tables, 0.5)
 		return f
 	}
+	// Where our API server spends a create, bypassing the aggregator.
+	pprofClient, err := rest.HTTPClientFor(direct)
+	require.NoError(t, err)
+	cpu := profileOf(ctx, t, "P6", pprofClient, direct.Host+"/debug/pprof", "profile?seconds=2")
 	viaAggregator := measure(cfg, ours, "p6-api")
+	cpu("our API server's CPU during the first 2 s of 500 creates", "-top", "-cum")
 	asCRD := measure(cfg, crd, "p6-crd")
 	directly := measure(direct, ours, "p6-direct")
 	fmt.Printf("P6 %d GitProviders: create one after another: ours %v, CRD %v (%.2fx), ours without the aggregator %v; "+

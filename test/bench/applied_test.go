@@ -107,8 +107,7 @@ func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	require.NoError(t, err)
 	url = env.GitBaseURL + "/" + ns + ".git"
 	apply(t, env, target("local", ns, url, "10m",
-		"  applierRef: {kind: FluxClaim, name: apps}\n---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: cms, namespace: "+ns+"}\n"+
-			"spec:\n  gitTargetRef: {name: site}\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n"))
+		"  applierRef: {kind: FluxClaim, name: apps}\n"+configMapRule(ns)))
 	poll("the mirror streaming", func() (bool, error) {
 		gt, err := rev.ReverserV1alpha1().GitTargets(ns).Get(ctx, "site", metav1.GetOptions{})
 		return err == nil && gt.Status.Streams.Running == 1, nil

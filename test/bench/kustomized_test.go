@@ -43,8 +43,7 @@ func kustomizedEdit(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 			doc = "mirror/cm-0000.yaml"
 			seedKustomized(t, url, ns, n)
 		}
-		apply(t, env, target("plain", ns, url, "0s", "---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: cms, namespace: "+
-			ns+"}\nspec:\n  gitTargetRef: {name: site}\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n"))
+		apply(t, env, target("plain", ns, url, "0s", configMapRule(ns)))
 		var took []time.Duration
 		// The first edit waits for the initial state to be handled; it is
 		// not counted.

@@ -98,22 +98,7 @@ func manyTargets(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 		var err error
 		bares[i], err = gitserver.CreateRepo(env.GitRoot, ns(i))
 		require.NoError(t, err)
-		fmt.Fprintf(&y, `---
-apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: %[1]s}
-spec: {url: %[2]q}
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: %[1]s}
-spec:
-  kubeProviderRef: {name: plain}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: mirror
-  commit: {window: {silence: 0s, maxAge: 10m}}
-%[3]s`, ns(i), env.GitBaseURL+"/"+ns(i)+".git", configMapRule(ns(i)))
+		y.WriteString(targetObjects("plain", ns(i), env.GitBaseURL+"/"+ns(i)+".git", "0s", configMapRule(ns(i))))
 	}
 	idle := processUsage(t, env)
 	start := time.Now()

@@ -147,7 +147,7 @@ func StartSource(ctx context.Context, env *Env, bin string, o SourceOptions) (s 
 	}
 
 	// The control cluster's flags, on the source's etcd, port and files.
-	s.args = kubeAPIServerArgs(&Env{KubeEtcdServers: s.EtcdURL}, ports{kubeAPI: p.kubeAPI}, files)
+	s.args = kubeAPIServerArgs(&Env{KubeEtcdServers: s.EtcdURL}, ports{kubeAPI: p.kubeAPI}, files, 0)
 	if s.adminClient, err = clientcmd.BuildConfigFromFlags("", s.KubeconfigAdmin); err != nil {
 		return nil, err
 	}
