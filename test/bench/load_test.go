@@ -113,6 +113,8 @@ func sustainedEdits(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 	namespace(ctx, t, kube, ns)
 	name := func(i int) string { return fmt.Sprintf("cm-%04d", i) }
 	createConfigMaps(ctx, t, kube, ns, 0, n, name, func(int) map[string]string { return map[string]string{"seq": "0"} })
+	// What kube-apiserver accepts on this machine while nothing mirrors.
+	floorDone, _, floorTook := generate(ctx, kube, ns, n, perSecond, 10*time.Second, 0)
 	bare, err := gitserver.CreateRepo(env.GitRoot, ns)
 	require.NoError(t, err)
 	apply(t, env, target("plain", ns, env.GitBaseURL+"/"+ns+".git", "0s", configMapRule(ns)))
@@ -141,29 +143,8 @@ func sustainedEdits(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 		}
 	}()
 
-	limiter := rate.NewLimiter(rate.Limit(perSecond), max(1, perSecond/50))
-	load, stop := context.WithTimeout(ctx, d)
-	defer stop()
-	var seq, done, failed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for limiter.Wait(load) == nil {
-				i := seq.Add(1)
-				patch := fmt.Appendf(nil, `{"data":{"seq":"%d"}}`, i)
-				if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name(int(i)%n), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-					failed.Add(1)
-					continue
-				}
-				done.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	loadTook := time.Since(start)
+	// Values the floor's run never wrote, so each is a change.
+	done, failed, loadTook := generate(ctx, kube, ns, n, perSecond, d, 1_000_000_000)
 	stopped := time.Now()
 
 	// What the cluster holds now is what Git must hold.
@@ -202,14 +183,45 @@ func sustainedEdits(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 	})
 	require.NoError(t, err, "%d of %d documents never reached the cluster's state: changes were lost", behind, n)
 	caughtUp := time.Since(stopped)
-	achieved := float64(done.Load()) / loadTook.Seconds()
-	fmt.Printf("P3 sustained edits: %d patches in %.1fs over %d ConfigMaps (%.0f/s asked %d/s, %d refused by kube-apiserver); "+
-		"Git equal to the cluster %.2fs after the last edit, client-go watch floor %.3fs; 0 lost\n",
-		done.Load(), loadTook.Seconds(), n, achieved, perSecond, failed.Load(), caughtUp.Seconds(), watchLag.Seconds())
+	achieved := float64(done) / loadTook.Seconds()
+	alone := float64(floorDone) / floorTook.Seconds()
+	fmt.Printf("P3 sustained edits: %d patches in %.1fs over %d ConfigMaps (%.0f/s asked %d/s, %d refused by kube-apiserver; "+
+		"%.0f/s accepted for 10 s before anything mirrored them); Git equal to the cluster %.2fs after the last edit, client-go watch floor %.3fs; 0 lost\n",
+		done, loadTook.Seconds(), n, achieved, perSecond, failed, alone, caughtUp.Seconds(), watchLag.Seconds())
 	record(row{name: fmt.Sprintf("P3 %d edits/s for %s over %d objects", perSecond, d, n),
 		measured: fmt.Sprintf("%.0f/s; Git==cluster +%.2fs", achieved, caughtUp.Seconds()),
-		floor:    fmt.Sprintf("watch +%.3fs", watchLag.Seconds()), ratio: (loadTook + caughtUp).Seconds() / (loadTook + watchLag).Seconds(),
+		floor:    fmt.Sprintf("unmirrored %.0f/s; watch +%.3fs", alone, watchLag.Seconds()), ratio: (loadTook + caughtUp).Seconds() / (loadTook + watchLag).Seconds(),
 		goal: "≥ 500/s, 0 lost, ≤ +5s"})
+}
+
+// generate patches ConfigMaps cm-0000.. of ns, round robin, at perSecond
+// from 64 clients for d, each patch setting data.seq to its sequence number
+// after first; it returns the patches made and refused, and how long it ran.
+func generate(ctx context.Context, kube kubernetes.Interface, ns string, n, perSecond int, d time.Duration,
+	first int64) (done, failed int64, took time.Duration) {
+	limiter := rate.NewLimiter(rate.Limit(perSecond), max(1, perSecond/50))
+	load, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	var seq, ok, refused atomic.Int64
+	seq.Store(first)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 64 {
+		wg.Go(func() {
+			for limiter.Wait(load) == nil {
+				i := seq.Add(1)
+				patch := fmt.Appendf(nil, `{"data":{"seq":"%d"}}`, i)
+				if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%04d", int(i)%n), types.MergePatchType, patch,
+					metav1.PatchOptions{}); err != nil {
+					refused.Add(1)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return ok.Load(), refused.Load(), time.Since(start)
 }
 
 // repoGrowth is P5: one edit until pushed as the mirrored folder grows

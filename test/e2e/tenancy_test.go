@@ -221,6 +221,11 @@ spec:
 	tn.barrier()
 	tn.noFileContains("kube-system")
 	tn.noFileContains("_cluster")
+	// The controller may list ConfigMaps everywhere, so the one informer his
+	// stream reads holds kube-system's too: his stream hands on his own only.
+	for _, p := range tn.files() {
+		assert.True(t, strings.HasPrefix(p, mirrorPath+"/"+tn.ns+"/"), "%s is not of his namespace", p)
+	}
 	gt := tn.gitTarget()
 	assert.Equal(t, int32(1), gt.Status.Streams.Desired, "only his own namespace's ConfigMaps are watched")
 	assert.Contains(t, conditionMessage(gt.Status.Conditions, v1.ConditionStreamsRunning), "WatchRule steal:")
