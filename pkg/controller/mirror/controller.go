@@ -255,7 +255,24 @@ func New(cfg Config) *Controller {
 			c.enqueueNaming(v1.ApplierKindArgoCDClaim, ac.Namespace, ac.Name)
 		}
 	})))
-	utilruntime.Must(addHandler(r.GitProviders().Informer(), enqueueAll))
+	// A GitProvider concerns the GitTargets that use it and, through path
+	// conflicts, those writing to its repository: before and after a change
+	// of its URL. Not every GitTarget: creating many GitProviders would
+	// reconcile every GitTarget for each.
+	_, err = r.GitProviders().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueueUsing(obj) },
+		UpdateFunc: func(old, obj any) {
+			c.enqueueUsing(old)
+			c.enqueueUsing(obj)
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			c.enqueueUsing(obj)
+		},
+	})
+	utilruntime.Must(err)
 	utilruntime.Must(addHandler(r.KubeProviders().Informer(), enqueueAll))
 	utilruntime.Must(addHandler(kube.Core().V1().Secrets().Informer(), enqueueAll))
 	return c
@@ -284,6 +301,30 @@ func (c *Controller) enqueueAll() {
 	}
 	for _, gt := range all {
 		c.queue.Add(gt.Namespace + "/" + gt.Name)
+	}
+}
+
+// enqueueUsing enqueues the GitTargets that use GitProvider obj, and those
+// whose GitProvider names the same repository.
+func (c *Controller) enqueueUsing(obj any) {
+	gp, ok := obj.(*v1.GitProvider)
+	if !ok {
+		return
+	}
+	all, err := c.targets.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	repo := repoIdentity(gp.Spec.URL)
+	for _, gt := range all {
+		uses := gt.Namespace == gp.Namespace && gt.Spec.GitProviderRef.Name == gp.Name
+		if !uses {
+			other, err := c.gps.GitProviders(gt.Namespace).Get(gt.Spec.GitProviderRef.Name)
+			uses = err == nil && repoIdentity(other.Spec.URL) == repo
+		}
+		if uses {
+			c.queue.Add(gt.Namespace + "/" + gt.Name)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
@@ -56,4 +57,40 @@ func TestOneDiscoveryServesManyGitTargets(t *testing.T) {
 	rule("b", "two", "widgets") // a CRD the last discovery did not list
 	reconcile("b", "two")
 	assert.Equal(t, 2, discoveries(), "a rule asking for what was not served discovers again")
+}
+
+// TestAGitProviderReconcilesItsGitTargets: a GitProvider's change enqueues
+// the GitTargets using it and those writing to the same repository (a path
+// conflict may start or end), not every GitTarget.
+func TestAGitProviderReconcilesItsGitTargets(t *testing.T) {
+	targets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	gps := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	c := &Controller{targets: listers.NewGitTargetLister(targets), gps: listers.NewGitProviderLister(gps), queue: queue}
+	provider := func(ns, name, url string) *v1.GitProvider {
+		gp := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.GitProviderSpec{URL: url}}
+		require.NoError(t, gps.Add(gp))
+		return gp
+	}
+	target := func(ns, name, gp string) {
+		require.NoError(t, targets.Add(&v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1.GitTargetSpec{GitProviderRef: v1.LocalObjectReference{Name: gp}}}))
+	}
+	shop := provider("a", "repo", "https://git.example/shop.git")
+	provider("b", "repo", "https://GIT.example/shop") // the same repository
+	provider("c", "repo", "https://git.example/other.git")
+	target("a", "uses", "repo")
+	target("a", "other-provider", "none")
+	target("b", "same-repository", "repo")
+	target("c", "elsewhere", "repo")
+
+	c.enqueueUsing(shop)
+	var got []string
+	for queue.Len() > 0 {
+		key, _ := queue.Get()
+		got = append(got, key)
+		queue.Done(key)
+	}
+	assert.ElementsMatch(t, []string{"a/uses", "b/same-repository"}, got)
 }
