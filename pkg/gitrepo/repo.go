@@ -225,11 +225,12 @@ func (r *Repo) pushFresh(ctx context.Context, head plumbing.Hash) error {
 			}
 		}
 	}
-	if remote != r.since {
+	switch remote {
+	case head:
+		return nil // an earlier push got there, its answer lost
+	case r.since:
+	default:
 		return ErrRejected // the remote moved since it was fetched
-	}
-	if remote == head {
-		return nil
 	}
 	caps := capability.NewList()
 	if adv != nil {

@@ -210,3 +210,27 @@ func TestPushSendsWhatItWrote(t *testing.T) {
 	assert.Equal(t, "then fresh", gitCLI(t, bare, "show", "main:ns/configmaps/cm-04.yaml"))
 	gitCLI(t, bare, "fsck", "--strict")
 }
+
+// TestAPushWhoseAnswerWasLost: the remote already holds the head a push
+// sends (an earlier push got there, its answer lost): the push succeeds,
+// rather than be taken for the remote having moved.
+func TestAPushWhoseAnswerWasLost(t *testing.T) {
+	url, bare := remote(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	head, err := r.Fetch(ctx)
+	require.NoError(t, err)
+	c1, err := r.Commit(head, map[string][]byte{"a.yaml": []byte("1\n")}, info)
+	require.NoError(t, err)
+	require.NoError(t, r.Push(ctx, c1))
+	c2, err := r.Commit(c1, map[string][]byte{"a.yaml": []byte("2\n")}, info)
+	require.NoError(t, err)
+	// The same push, made by another Repo on the same objects.
+	other, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	require.NoError(t, other.Push(ctx, c2))
+	require.NoError(t, r.Push(ctx, c2))
+	assert.Equal(t, c2.String(), gitCLI(t, bare, "rev-parse", "main"))
+}
