@@ -28,8 +28,9 @@ type ClusterWide func(ctx context.Context, gvr schema.GroupVersionResource) (boo
 // never one per GitTarget or rule. Each stream attaches a handler of its own
 // and keeps only its namespace's objects.
 //
-// Locks: mu guards running and wide, and each informer's refs; it is never
-// held while a ClusterWide check runs or while an informer stops. An
+// Locks: mu guards running and decided, and each informer's refs; it is
+// never held while a ClusterWide question runs (Decide) or while an
+// informer stops. Stream never blocks on the source. An
 // informer stops once its last stream has stopped, or when the context of
 // the stream that started it ends.
 type Informers struct {
@@ -80,7 +81,7 @@ func NewInformers(client dynamic.Interface, wide ClusterWide) *Informers {
 // when none runs; the caller releases it.
 func (h *Informers) acquire(ctx context.Context, scope Scope) *informer {
 	key := informerKey{gvr: scope.GVR}
-	if ns := scope.Namespace; ns != "*" && ns != "" && !h.clusterWide(ctx, scope.GVR) {
+	if ns := scope.Namespace; ns != "*" && ns != "" && !h.clusterWide(scope.GVR) {
 		key.namespace = ns
 	}
 	h.mu.Lock()
@@ -95,25 +96,42 @@ func (h *Informers) acquire(ctx context.Context, scope Scope) *informer {
 }
 
 // clusterWide says whether one informer across all namespaces serves gvr:
-// when one already runs, or when the source's credentials allow it.
-func (h *Informers) clusterWide(ctx context.Context, gvr schema.GroupVersionResource) bool {
+// when one already runs, or when Decide found the source's credentials
+// allow it. It never asks the source: acquire runs under its callers' locks.
+func (h *Informers) clusterWide(gvr schema.GroupVersionResource) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	_, running := h.running[informerKey{gvr: gvr}]
-	wide, known := h.decided[gvr]
-	h.mu.Unlock()
-	if running || known || h.wide == nil {
-		return running || wide
+	return running || h.decided[gvr]
+}
+
+// Decide asks the source, for each resource it has not answered for yet,
+// whether its credentials may list and watch it in every namespace; streams
+// started after it share one informer across namespaces where they may. It
+// may block on the source, so call it before taking locks that Stream is
+// called under. A question that fails is asked again next time; meanwhile
+// streams inform per namespace.
+func (h *Informers) Decide(ctx context.Context, gvrs []schema.GroupVersionResource) {
+	if h.wide == nil {
+		return
 	}
-	wide, err := h.wide(ctx, gvr)
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Cannot tell whether the source may list a resource in all namespaces; informing per namespace",
-			"resource", GVRString(gvr), "err", err)
-		return false
+	for _, gvr := range gvrs {
+		h.mu.Lock()
+		_, known := h.decided[gvr]
+		h.mu.Unlock()
+		if known {
+			continue
+		}
+		wide, err := h.wide(ctx, gvr)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Cannot tell whether the source may list a resource in all namespaces; informing per namespace",
+				"resource", GVRString(gvr), "err", err)
+			continue
+		}
+		h.mu.Lock()
+		h.decided[gvr] = wide
+		h.mu.Unlock()
 	}
-	h.mu.Lock()
-	h.decided[gvr] = wide
-	h.mu.Unlock()
-	return wide
 }
 
 // start starts the informer of key; h.mu is held.

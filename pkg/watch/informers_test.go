@@ -74,6 +74,8 @@ func TestStreamsShareOneInformerPerResource(t *testing.T) {
 		asked.Add(1)
 		return true, nil
 	})
+	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
+	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	before := testutil.ToFloat64(metrics.Informers)
 	inA, inB, all := newBlockingSinkReleased(), newBlockingSinkReleased(), newBlockingSinkReleased()
 	sa := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, inA)
@@ -121,6 +123,7 @@ func TestWithoutClusterWideRightsInformersArePerNamespace(t *testing.T) {
 	ctx := t.Context()
 	client := fakeSource(configMap("a", "one"), configMap("b", "two"))
 	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return false, nil })
+	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	s1 := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
 	s2 := h.Stream(ctx, "t2", "other", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
 	s3 := h.Stream(ctx, "t3", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, newBlockingSinkReleased())
@@ -147,6 +150,7 @@ func TestAnInformersFailureReachesEveryStream(t *testing.T) {
 		return false, nil, nil
 	})
 	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil })
+	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	s1 := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
 	s2 := h.Stream(ctx, "t2", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, newBlockingSinkReleased())
 	defer s1.Stop()
@@ -166,6 +170,7 @@ func TestASlowSinkHoldsUpOnlyItsStream(t *testing.T) {
 	ctx := t.Context()
 	client := fakeSource(configMap("a", "one"), configMap("a", "two"), configMap("b", "three"))
 	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil })
+	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	stuck, free := newBlockingSink(), newBlockingSinkReleased()
 	sa := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, stuck)
 	sb := h.Stream(ctx, "t2", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, free)

@@ -515,6 +515,11 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
 	}
 	policies := c.restreamCredentials(key, scopes, credentials, sealer != nil, sealFP)
+	gvrs := make([]schema.GroupVersionResource, 0, len(scopes))
+	for _, s := range scopes {
+		gvrs = append(gvrs, s.GVR)
+	}
+	src.informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
 		Scopes:      scopes,
