@@ -24,15 +24,14 @@ type ClusterWide func(ctx context.Context, gvr schema.GroupVersionResource) (boo
 
 // Informers shares the informers of one source among all the streams that
 // read it: one informer per resource, across every namespace where the
-// source's credentials allow it (ClusterWide), else one per namespace;
-// never one per GitTarget or rule. Each stream attaches a handler of its own
-// and keeps only its namespace's objects.
+// source's credentials allow it (ClusterWide, asked by Decide), else one per
+// namespace; never one per GitTarget or rule. Each stream is handed only its
+// namespace's objects.
 //
 // Locks: mu guards running and decided, and each informer's refs; it is
-// never held while a ClusterWide question runs (Decide) or while an
-// informer stops. Stream never blocks on the source. An
-// informer stops once its last stream has stopped, or when the context of
-// the stream that started it ends.
+// never held while a ClusterWide question runs or while an informer stops.
+// Stream never blocks on the source. An informer stops once its last stream
+// has stopped, or when the context of the stream that started it ends.
 type Informers struct {
 	client dynamic.Interface
 	wide   ClusterWide

@@ -1,6 +1,12 @@
 // Package watch turns live objects into the documents Reverser writes: it
 // strips runtime fields, decides what is never mirrored, lays documents out
 // in the repository, and runs the watch streams that feed branch workers.
+//
+// Streams share their source's informers (Informers). Locks: Informers.mu
+// guards which informers run; each informer's mu guards which streams it
+// feeds; each stream's queue has its own. None is held while a sink is
+// called: every stream calls its sink from a goroutine of its own, and a
+// sink may block that stream only. Informers.Decide may block on the source.
 package watch
 
 import (
