@@ -154,14 +154,23 @@ func stopOne(pidFile string) error {
 // alive reports whether pid runs bin (and is not a zombie).
 func alive(pid int, bin string) bool {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(cmdline) == 0 {
-		return false
-	}
-	if bin != "" && string(bytes.SplitN(cmdline, []byte{0}, 2)[0]) != bin {
+	if err != nil {
 		return false
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
+		return false
+	}
+	return aliveFrom(cmdline, stat, bin)
+}
+
+// aliveFrom decides alive from a process's /proc cmdline and stat. An empty
+// cmdline is a process still in execve: the kernel lets the parent go on (Go's
+// exec.Cmd.Start returns) before it has set the new program's arguments, so
+// a check right after Start reads none. That process runs; only a zombie
+// or another program does not.
+func aliveFrom(cmdline, stat []byte, bin string) bool {
+	if len(cmdline) > 0 && bin != "" && string(bytes.SplitN(cmdline, []byte{0}, 2)[0]) != bin {
 		return false
 	}
 	// The state follows the command name in parentheses: "pid (comm) S ...".
