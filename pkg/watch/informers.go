@@ -77,14 +77,17 @@ func NewInformers(client dynamic.Interface, wide ClusterWide) *Informers {
 }
 
 // acquire returns a running informer that sees scope, starting one with ctx
-// when none runs; the caller releases it.
+// when none runs; the caller releases it. A namespace's stream uses the
+// informer across all namespaces when one runs, or when Decide found the
+// source may list there. It never asks the source: Stream is called under
+// its callers' locks.
 func (h *Informers) acquire(ctx context.Context, scope Scope) *informer {
-	key := informerKey{gvr: scope.GVR}
-	if ns := scope.Namespace; ns != "*" && ns != "" && !h.clusterWide(scope.GVR) {
-		key.namespace = ns
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	key := informerKey{gvr: scope.GVR}
+	if _, wide := h.running[key]; !wide && !h.decided[scope.GVR] && scope.Namespace != "*" {
+		key.namespace = scope.Namespace // "" for a cluster-scoped resource
+	}
 	in := h.running[key]
 	if in == nil {
 		in = h.start(ctx, key)
@@ -92,16 +95,6 @@ func (h *Informers) acquire(ctx context.Context, scope Scope) *informer {
 	}
 	in.refs++
 	return in
-}
-
-// clusterWide says whether one informer across all namespaces serves gvr:
-// when one already runs, or when Decide found the source's credentials
-// allow it. It never asks the source: acquire runs under its callers' locks.
-func (h *Informers) clusterWide(gvr schema.GroupVersionResource) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, running := h.running[informerKey{gvr: gvr}]
-	return running || h.decided[gvr]
 }
 
 // Decide asks the source, for each resource it has not answered for yet,
