@@ -195,13 +195,34 @@ func (in *informer) dispatch(e event) {
 	ns := u.GetNamespace()
 	in.mu.RLock()
 	defer in.mu.RUnlock()
+	// Once the handler has handed on the informer's initial objects, every
+	// event is an edit: a stream's snapshot ends before the first of them.
+	synced := in.reg.HasSynced()
 	for s := range in.streams[ns] {
-		s.queue.push(e)
+		in.push(s, e, synced)
 	}
 	if ns != "" {
 		for s := range in.streams[""] {
-			s.queue.push(e)
+			in.push(s, e, synced)
 		}
+	}
+}
+
+// push queues e for s, after the end of its snapshot when the informer has
+// synced. The handler calls it holding mu for reading; endSnapshot's other
+// callers hold it for writing, so the end is queued once, in its place.
+func (in *informer) push(s *Stream, e event, synced bool) {
+	if synced {
+		in.endSnapshot(s)
+	}
+	s.queue.push(e)
+}
+
+// endSnapshot queues the end of s's snapshot, unless it is queued already;
+// in.mu is held.
+func (in *informer) endSnapshot(s *Stream) {
+	if s.ended.CompareAndSwap(false, true) {
+		s.queue.push(event{synced: true})
 	}
 }
 
@@ -220,6 +241,9 @@ func (in *informer) attach(s *Stream, ns string) {
 	}
 	for _, obj := range objs {
 		s.queue.push(event{obj: obj})
+	}
+	if in.reg.HasSynced() {
+		in.endSnapshot(s) // the cache is the snapshot
 	}
 	if in.streams[ns] == nil {
 		in.streams[ns] = map[*Stream]struct{}{}

@@ -2,6 +2,9 @@ package watch
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -190,4 +193,60 @@ func TestASlowSinkHoldsUpOnlyItsStream(t *testing.T) {
 	waitSynced(t, sa)
 	assert.Equal(t, map[string]bool{"a/one": true, "a/two": true}, stuck.seen())
 	sa.Stop()
+}
+
+// TestAnEditRightAfterTheSnapshotIsNoSnapshot: the end of a stream's
+// snapshot is where its informer had handed on its initial objects, not
+// where a poll noticed it later: an object created right after is an edit
+// (attributed to its author), and the sink hears Synced before it. Holds
+// for the stream that starts the informer and for one that attaches to it.
+func TestAnEditRightAfterTheSnapshotIsNoSnapshot(t *testing.T) {
+	ctx := t.Context()
+	client := fakeSource(configMap("a", "one"))
+	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil })
+	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
+	for i, ns := range []string{"a", "a"} {
+		sink := newOrderSink()
+		s := h.Stream(ctx, "t", "base", Scope{GVR: configMaps, Namespace: ns}, Policy{}, sink)
+		defer s.Stop()
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true,
+			func(context.Context) (bool, error) { return s.from.reg.HasSynced(), nil }))
+		name := fmt.Sprintf("new-%d", i)
+		_, err := client.Resource(configMaps).Namespace(ns).Create(ctx, configMap(ns, name), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true,
+			func(context.Context) (bool, error) {
+				return slices.Contains(sink.log(), "change "+name+" snapshot=false"), nil
+			}),
+			"stream %d: %v", i, sink.log())
+		log := sink.log()
+		assert.Less(t, slices.Index(log, "synced"), slices.Index(log, "change "+name+" snapshot=false"), "stream %d: %v", i, log)
+		assert.Contains(t, log, "change one snapshot=true", "stream %d", i)
+	}
+}
+
+// orderSink records the order of its calls.
+type orderSink struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func newOrderSink() *orderSink { return &orderSink{} }
+
+func (s *orderSink) Change(_ context.Context, _ string, ch Change) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, fmt.Sprintf("change %s snapshot=%t", ch.Name, ch.Snapshot))
+}
+
+func (s *orderSink) Synced(context.Context, string, Scope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, "synced")
+}
+
+func (s *orderSink) log() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
 }

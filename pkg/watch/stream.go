@@ -128,6 +128,8 @@ type Stream struct {
 	notNumeric atomic.Bool
 	done       chan struct{}
 	synced     atomic.Bool
+	// ended: the end of the snapshot is queued (informer.endSnapshot).
+	ended atomic.Bool
 
 	informers *Informers
 	from      *informer
@@ -207,9 +209,13 @@ func (h *Informers) Stream(ctx context.Context, key, base string, scope Scope, p
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// Everything queued before the informer had handed on its initial
-		// objects is the stream's initial state.
+		// objects is the stream's initial state. Its end is queued by the
+		// first event after them (or by attach, on a synced informer);
+		// this poll queues it when no event comes.
 		if cache.WaitForCacheSync(ctx.Done(), s.from.reg.HasSynced) {
-			s.queue.push(event{synced: true})
+			s.from.mu.Lock()
+			s.from.endSnapshot(s)
+			s.from.mu.Unlock()
 		}
 	})
 	wg.Go(func() { s.run(ctx, key, base, policy, sink) })
