@@ -271,7 +271,13 @@ func (r *Repo) pushFresh(ctx context.Context, head plumbing.Hash) error {
 // good. Only call it when every commit worth keeping is reachable, i.e.
 // right after a push.
 func (r *Repo) Repack() error {
-	if err := r.repo.RepackObjects(&git.RepackConfig{}); err != nil {
+	err := r.repo.RepackObjects(&git.RepackConfig{})
+	// go-git deletes the packs it replaced but keeps looking objects up in
+	// their indexes: forget them all, so they are read again from disk.
+	if ri, ok := r.repo.Storer.(interface{ Reindex() }); ok {
+		ri.Reindex()
+	}
+	if err != nil {
 		return fmt.Errorf("repacking the local repository: %w", err)
 	}
 	if err := r.repo.Prune(git.PruneOptions{Handler: r.repo.DeleteObject}); err != nil {

@@ -234,3 +234,26 @@ func TestAPushWhoseAnswerWasLost(t *testing.T) {
 	require.NoError(t, r.Push(ctx, c2))
 	assert.Equal(t, c2.String(), gitCLI(t, bare, "rev-parse", "main"))
 }
+
+// TestRepackingAgain: a second repack deletes the pack the first made; the
+// repository must stop looking for objects in it.
+func TestRepackingAgain(t *testing.T) {
+	url, _ := remote(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	head, err := r.Fetch(ctx)
+	require.NoError(t, err)
+	for round := range 3 {
+		for i := range 5 {
+			head, err = r.Commit(head, map[string][]byte{fmt.Sprintf("r%d/%d.yaml", round, i): []byte("x\n")}, info)
+			require.NoError(t, err)
+		}
+		require.NoError(t, r.Push(ctx, head))
+		require.NoError(t, r.Repack(), "round %d", round)
+		files, err := r.Files(head)
+		require.NoError(t, err, "round %d", round)
+		assert.Len(t, files, 5*(round+1))
+	}
+}
