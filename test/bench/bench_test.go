@@ -20,7 +20,7 @@
 // REVERSER_BENCH_EDIT_RATE, REVERSER_BENCH_EDIT_SECONDS and
 // REVERSER_BENCH_TARGETS size single rows. REVERSER_BENCH_PROFILE=1 also
 // prints the top of the controller's CPU profile during P1's snapshot and
-// of its heap after it. No assertion is timed: the figures are printed for
+// of its heap after it (REVERSER_BENCH_PROFILE_DIR keeps the files). No assertion is timed: the figures are printed for
 // people and CI logs.
 package bench
 
@@ -231,7 +231,11 @@ func profileOf(ctx context.Context, t *testing.T, rowName string, client *http.C
 	if os.Getenv("REVERSER_BENCH_PROFILE") == "" || base == "" {
 		return func(string, ...string) {}
 	}
-	file := filepath.Join(t.TempDir(), "profile.pb.gz")
+	dir := os.Getenv("REVERSER_BENCH_PROFILE_DIR") // kept there for go tool pprof
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	file := filepath.Join(dir, rowName+"-"+strings.NewReplacer("/", "-", "?", "-", "=", "-").Replace(which)+".pb.gz")
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {
