@@ -10,6 +10,13 @@
 // cache is bounded (objectCacheSize), so many workers do not each hold
 // go-git's default of 96 MiB.
 //
+// A commit's objects are written once it is built: as loose files when they
+// are few, as one pack when there are many (packAt), since a loose object
+// costs a file created, written and renamed, which made nearly all of a
+// snapshot's commit time. Fresh objects stay in memory until the next push
+// tries to send them, up to freshMemory, so it does not read back from disk
+// what was just written; after that attempt they are read from disk.
+//
 // A Repo is used by one goroutine at a time (its branch worker's).
 //
 // Errors that may quote the remote's URL go through redact.Error, so that no
@@ -17,7 +24,6 @@
 package gitrepo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +44,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -62,9 +69,13 @@ type Repo struct {
 
 	// fresh holds every object written since the remote head since, when
 	// tracked: a push on since sends them rather than walk the repository.
-	tracked bool
-	since   plumbing.Hash
-	fresh   map[plumbing.Hash]struct{}
+	// An object's value is its content while freshBytes allows, else nil.
+	tracked    bool
+	since      plumbing.Hash
+	fresh      map[plumbing.Hash]plumbing.EncodedObject
+	freshBytes int64
+	// staged are the objects of the commit being built, written at its end.
+	staged []plumbing.EncodedObject
 	// walked counts pushes that had to walk the repository (for tests).
 	walked int
 }
@@ -72,6 +83,14 @@ type Repo struct {
 // objectCacheSize bounds each repository's cache of decoded objects: the
 // trees a commit rewrites are read from it.
 const objectCacheSize = 8 * cache.MiByte
+
+const (
+	// packAt is how many objects a commit writes as a pack, not loose.
+	packAt = 64
+	// freshMemory bounds the content of fresh objects held for the push:
+	// a snapshot of 10,000 small objects holds about 4 MiB.
+	freshMemory = 8 << 20
+)
 
 const remoteName = "origin"
 
@@ -93,7 +112,7 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 	if _, err := r.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
 		return nil, redact.Error(fmt.Errorf("configuring remote %s: %w", redact.URL(url), err))
 	}
-	return &Repo{repo: r, url: url, branch: branch, auth: auth, fresh: map[plumbing.Hash]struct{}{}}, nil
+	return &Repo{repo: r, url: url, branch: branch, auth: auth, fresh: map[plumbing.Hash]plumbing.EncodedObject{}}, nil
 }
 
 // SetAuth replaces the credentials used for the remote.
@@ -135,7 +154,7 @@ func (r *Repo) Fetch(ctx context.Context) (plumbing.Hash, error) {
 // fresh while the head is the same.
 func (r *Repo) track(head plumbing.Hash) {
 	if !r.tracked || r.since != head {
-		r.tracked, r.since, r.fresh = true, head, map[plumbing.Hash]struct{}{}
+		r.tracked, r.since, r.fresh, r.freshBytes = true, head, map[plumbing.Hash]plumbing.EncodedObject{}, 0
 	}
 }
 
@@ -154,6 +173,7 @@ func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
 	var err error
 	if r.wroteSince(head) {
 		err = r.pushFresh(ctx, head)
+		r.dropHeld() // whatever the outcome: an outage must not pile them up
 	} else {
 		r.walked++
 		spec := config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, r.branch))
@@ -246,7 +266,8 @@ func (r *Repo) pushFresh(ctx context.Context, head plumbing.Hash) error {
 	req.Packfile = pr
 	encoded := make(chan error, 1)
 	go func() {
-		_, err := packfile.NewEncoder(pw, r.repo.Storer, !caps.Supports(capability.OFSDelta)).Encode(hashes, 10)
+		src := held{EncodedObjectStorer: r.repo.Storer, mem: r.fresh}
+		_, err := packfile.NewEncoder(pw, src, !caps.Supports(capability.OFSDelta)).Encode(hashes, 10)
 		_ = pw.CloseWithError(err) // nil: the pack ends
 		encoded <- err
 	}()
@@ -341,6 +362,7 @@ type CommitInfo struct {
 // parent's tree with changes applied: a path mapped to content is written, to
 // nil is removed. Only the trees on changed paths are rewritten.
 func (r *Repo) Commit(parent plumbing.Hash, changes map[string][]byte, info CommitInfo) (plumbing.Hash, error) {
+	defer func() { r.staged = nil }() // written, or dropped with the commit that failed
 	var base plumbing.Hash
 	var parents []plumbing.Hash
 	if !parent.IsZero() {
@@ -375,7 +397,14 @@ func (r *Repo) Commit(parent plumbing.Hash, changes map[string][]byte, info Comm
 			return plumbing.ZeroHash, err
 		}
 	}
-	return r.store(c)
+	h, err := r.store(c)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := r.write(r.staged); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("writing commit %s: %w", h, err)
+	}
+	return h, nil
 }
 
 // sign sets the commit's gpgsig header to the signature of its content
@@ -487,39 +516,95 @@ type encodable interface {
 	Encode(plumbing.EncodedObject) error
 }
 
+// store stages o for the commit being built.
 func (r *Repo) store(o encodable) (plumbing.Hash, error) {
-	obj := r.repo.Storer.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	if err := o.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return r.keep(obj)
-}
-
-// keep stores obj and counts it fresh, even when the repository held it
-// already: it may be one the remote lacks.
-func (r *Repo) keep(obj plumbing.EncodedObject) (plumbing.Hash, error) {
-	h, err := r.repo.Storer.SetEncodedObject(obj)
-	if err == nil {
-		r.fresh[h] = struct{}{}
-	}
-	return h, err
+	r.staged = append(r.staged, obj)
+	return obj.Hash(), nil
 }
 
 func (r *Repo) storeBlob(content []byte) (plumbing.Hash, error) {
-	obj := r.repo.Storer.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	obj.SetType(plumbing.BlobObject)
-	obj.SetSize(int64(len(content)))
-	w, err := obj.Writer()
-	if err != nil {
+	if _, err := obj.Write(content); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if _, err := io.Copy(w, bytes.NewReader(content)); err != nil {
-		return plumbing.ZeroHash, err
+	r.staged = append(r.staged, obj)
+	return obj.Hash(), nil
+}
+
+// write stores objs, as one pack when there are packAt or more, and counts
+// each fresh, even one the repository held already: the remote may lack it.
+func (r *Repo) write(objs []plumbing.EncodedObject) error {
+	uniq := make(map[plumbing.Hash]plumbing.EncodedObject, len(objs))
+	hashes := make([]plumbing.Hash, 0, len(objs))
+	for _, o := range objs {
+		if _, dup := uniq[o.Hash()]; !dup {
+			uniq[o.Hash()] = o
+			hashes = append(hashes, o.Hash())
+		}
 	}
-	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, err
+	pw, packs := r.repo.Storer.(storer.PackfileWriter)
+	if packs && len(hashes) >= packAt {
+		w, err := pw.PackfileWriter()
+		if err != nil {
+			return err
+		}
+		// No deltas: the pack is written once and read rarely; the push
+		// looks for deltas among what it sends.
+		if _, err := packfile.NewEncoder(w, held{EncodedObjectStorer: r.repo.Storer, mem: uniq}, false).Encode(hashes, 0); err != nil {
+			_ = w.Close()
+			return fmt.Errorf("writing a pack of %d objects: %w", len(hashes), err)
+		}
+		if err := w.Close(); err != nil {
+			return fmt.Errorf("indexing a pack of %d objects: %w", len(hashes), err)
+		}
+	} else {
+		for _, h := range hashes {
+			if _, err := r.repo.Storer.SetEncodedObject(uniq[h]); err != nil {
+				return err
+			}
+		}
 	}
-	return r.keep(obj)
+	for _, h := range hashes {
+		if r.fresh[h] != nil {
+			continue // held already
+		}
+		o := uniq[h]
+		if r.freshBytes+o.Size() <= freshMemory {
+			r.freshBytes += o.Size()
+		} else {
+			o = nil // read back from the repository when pushed
+		}
+		r.fresh[h] = o
+	}
+	return nil
+}
+
+// dropHeld forgets the content of fresh objects: they stay fresh, and are
+// read from the repository when a push sends them.
+func (r *Repo) dropHeld() {
+	for h := range r.fresh {
+		r.fresh[h] = nil
+	}
+	r.freshBytes = 0
+}
+
+// held serves the objects of mem from memory and the others from the
+// repository.
+type held struct {
+	storer.EncodedObjectStorer
+	mem map[plumbing.Hash]plumbing.EncodedObject
+}
+
+func (s held) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	if o := s.mem[h]; o != nil && (t == plumbing.AnyObject || o.Type() == t) {
+		return o, nil
+	}
+	return s.EncodedObjectStorer.EncodedObject(t, h)
 }
 
 // FindTrailer returns the newest of the last limit commits from head whose

@@ -235,6 +235,69 @@ func TestAPushWhoseAnswerWasLost(t *testing.T) {
 	assert.Equal(t, c2.String(), gitCLI(t, bare, "rev-parse", "main"))
 }
 
+// packs counts the packs of a local repository.
+func packs(t *testing.T, dir string) int {
+	m, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	require.NoError(t, err)
+	return len(m)
+}
+
+// TestACommitOfManyObjectsIsOnePack: a commit writing packAt objects or more
+// writes them as one pack, not as loose files; a small one stays loose. Both
+// read back, push whole (also when the content is no longer held in memory
+// and is read from disk), survive reopening, and repack into one pack.
+func TestACommitOfManyObjectsIsOnePack(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprintf("held in memory %t", held), func(t *testing.T) {
+			url, bare := remote(t)
+			ctx := context.Background()
+			dir := t.TempDir()
+			r, err := Open(dir, url, "main", nil)
+			require.NoError(t, err)
+			head, err := r.Fetch(ctx)
+			require.NoError(t, err)
+			if !held {
+				r.freshBytes = freshMemory // the budget is spent: the push reads from disk
+			}
+			files := map[string][]byte{}
+			for i := range 2 * packAt {
+				files[fmt.Sprintf("ns-%d/configmaps/cm-%03d.yaml", i%3, i)] = fmt.Appendf(nil, "i: %d\n", i)
+			}
+			c1, err := r.Commit(head, files, info)
+			require.NoError(t, err)
+			assert.Zero(t, looseObjects(t, dir), "no loose object")
+			assert.Equal(t, 1, packs(t, dir))
+			content, err := r.ReadBlob(BlobHash([]byte("i: 7\n")))
+			require.NoError(t, err)
+			assert.Equal(t, "i: 7\n", string(content))
+
+			c2, err := r.Commit(c1, map[string][]byte{"ns-0/configmaps/cm-000.yaml": []byte("i: changed\n")}, info)
+			require.NoError(t, err)
+			assert.Equal(t, 5, looseObjects(t, dir), "a small commit stays loose: blob, three trees, commit")
+			if held {
+				assert.Positive(t, r.freshBytes)
+			}
+			require.NoError(t, r.Push(ctx, c2))
+			assert.Zero(t, r.freshBytes, "nothing held once pushed")
+			assert.Zero(t, r.walked)
+			assert.Equal(t, c2.String(), gitCLI(t, bare, "rev-parse", "main"))
+			assert.Equal(t, "i: 100", gitCLI(t, bare, "show", "main:ns-1/configmaps/cm-100.yaml"))
+			gitCLI(t, bare, "fsck", "--strict")
+			gitCLI(t, dir, "fsck", "--strict")
+
+			again, err := Open(dir, url, "main", nil)
+			require.NoError(t, err)
+			got, err := again.Files(c2)
+			require.NoError(t, err)
+			assert.Len(t, got, 2*packAt)
+			require.NoError(t, again.Repack())
+			assert.Equal(t, 1, packs(t, dir), "repacked into one")
+			assert.Zero(t, looseObjects(t, dir))
+			gitCLI(t, dir, "fsck", "--strict")
+		})
+	}
+}
+
 // TestRepackingAgain: a second repack deletes the pack the first made; the
 // repository must stop looking for objects in it.
 func TestRepackingAgain(t *testing.T) {
