@@ -46,7 +46,7 @@ var (
 	// Windows counts closed commit windows by why they closed.
 	Windows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_windows_closed_total",
-		Help: "Commit windows closed, by reason: silence, max_age, or empty (nothing changed after all).",
+		Help: "Commit windows closed, by reason: silence, max_age, snapshot, save, conflict, or empty (nothing changed after all).",
 	}, []string{"reason"})
 	// Commits counts commits written.
 	Commits = prometheus.NewCounter(prometheus.CounterOpts{

@@ -415,7 +415,7 @@ func (w *Worker) stepApply(ctx context.Context, t *target) error {
 // last apply's barrier is answered (its late writes are judged first), and
 // no save collects its window.
 func (w *Worker) canConverge(t *target) bool {
-	if !w.ready || t.apply.barrierToken != "" || len(t.pending) > 0 || slices.ContainsFunc(t.cfg.Scopes, func(s watch.Scope) bool { return !slices.Contains(t.synced, s) }) {
+	if !w.ready || t.apply.barrierToken != "" || len(t.pending) > 0 || !allSynced(t) {
 		return false
 	}
 	for _, win := range t.windows {

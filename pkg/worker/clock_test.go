@@ -106,6 +106,42 @@ func TestSilenceClosesAWindow(t *testing.T) {
 	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml"}, c.remoteFiles())
 }
 
+// TestTheSnapshotCommitsOnceEveryScopeHasSynced: a target's initial state
+// is one commit, made as soon as every scope has delivered it, without
+// waiting for a silence nobody's edit started; edits after it, and a
+// stream's replay after a restart, wait for the silence as before.
+func TestTheSnapshotCommitsOnceEveryScopeHasSynced(t *testing.T) {
+	url, bare := serveRepo(t)
+	other := watch.Scope{GVR: cmGVR, Namespace: "other"}
+	tg := site
+	tg.Window = Window{Silence: time.Hour, MaxAge: 2 * time.Hour}
+	tg.Scopes = []watch.Scope{demoScope, other}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	snapshot := func(name string) {
+		c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(name + ": 1\n"),
+			Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), Snapshot: true})
+	}
+	synced := func(scope watch.Scope) {
+		c.w.Synced(c.ctx, tg.Key, scope)
+		c.settle()
+	}
+	snapshot("a")
+	snapshot("b")
+	synced(demoScope)
+	assert.Equal(t, 0, c.commitCount(), "one scope of two delivered its initial state")
+	synced(other)
+	assert.Equal(t, 1, c.commitCount(), "the snapshot is committed once complete, the clock unmoved")
+	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml"}, c.remoteFiles())
+
+	c.change(tg, "c", "c: 1")
+	snapshot("d") // a restarted stream's replay
+	synced(demoScope)
+	assert.Equal(t, 1, c.commitCount(), "an edit, and a replay, wait for the silence")
+	c.step(time.Hour)
+	assert.Equal(t, 2, c.commitCount())
+}
+
 func TestMaxAgeClosesABusyWindowOnTheClock(t *testing.T) {
 	url, bare := serveRepo(t)
 	tg := site

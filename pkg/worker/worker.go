@@ -176,6 +176,10 @@ type target struct {
 	// they must be swept against the current head.
 	synced []watch.Scope
 	sweep  bool
+	// snapshotDone: the target's initial state is complete, up to change
+	// snapshotSeq, which may not be in its window yet.
+	snapshotDone bool
+	snapshotSeq  uint64
 	// apply drives the claimed applier; nil without a claim.
 	apply *applyState
 	// For changes written into the sources (sources.go), by layout path:
@@ -231,6 +235,9 @@ type window struct {
 	// closeAt instead of on silence or max age.
 	save    *SaveRequest
 	closeAt time.Time
+	// snapshot: the target's initial state is complete and this window
+	// holds it; it closes now, not after a silence no edit made.
+	snapshot bool
 }
 
 // New returns a worker for repo, committing as committer. Run starts it.
@@ -391,7 +398,31 @@ func (w *Worker) Synced(ctx context.Context, key string, scope watch.Scope) {
 		}
 		t.synced = append(t.synced, scope)
 		t.sweep = true
+		// The stream's changes came before this call: once every scope has
+		// delivered its initial state, the changes up to here are the whole
+		// snapshot. A stream that restarts later is synced already, so its
+		// replay waits for the silence as an edit does.
+		if allSynced(t) {
+			t.snapshotDone, t.snapshotSeq = true, t.seq
+		}
 	})
+}
+
+// closeSnapshot closes the committer's window (a snapshot is authored by
+// the committer) once every change of the complete initial state is in it.
+func (w *Worker) closeSnapshot(t *target) {
+	if !t.snapshotDone || slices.ContainsFunc(t.pending, func(p pendingChange) bool { return p.seq <= t.snapshotSeq }) {
+		return
+	}
+	t.snapshotDone = false
+	if win := t.windows[w.committer]; win != nil {
+		win.snapshot = true
+	}
+}
+
+// allSynced says whether every scope of t has delivered its initial state.
+func allSynced(t *target) bool {
+	return !slices.ContainsFunc(t.cfg.Scopes, func(s watch.Scope) bool { return !slices.Contains(t.synced, s) })
 }
 
 // sweepTarget removes, with PruneAlways, the documents in synced scopes that
@@ -635,6 +666,7 @@ func (w *Worker) step(ctx context.Context) {
 		if t.sweep {
 			w.sweepTarget(t)
 		}
+		w.closeSnapshot(t)
 		w.attachSaves(t)
 		now = w.clock.Now()
 		for _, win := range sortedWindows(t) {
@@ -645,6 +677,8 @@ func (w *Worker) step(ctx context.Context) {
 					continue
 				}
 				reason = "save"
+			case win.snapshot:
+				reason = "snapshot"
 			case now.Sub(win.last) >= t.cfg.Window.Silence:
 				reason = "silence"
 			case now.Sub(win.opened) >= t.cfg.Window.MaxAge:
