@@ -106,3 +106,43 @@ func TestRuleAccessAndMissing(t *testing.T) {
 	_, err = Missing(context.Background(), failing, &user.DefaultInfo{Name: "bob"}, need)
 	assert.ErrorContains(t, err, "webhook down", "a failing authorizer is an error, not a refusal")
 }
+
+// TestMissingToRead: who may read a resource everywhere may read it in any
+// namespace, asked once for all of them; a namespace tenant is checked in
+// its namespace and gets nothing more (attack: bob, with rights in team-a
+// only, reading kube-system).
+func TestMissingToRead(t *testing.T) {
+	cm := []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}
+	var asked []string
+	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		asked = append(asked, a.GetUser().GetName()+" "+a.GetVerb()+" "+a.GetNamespace())
+		switch {
+		case a.GetUser().GetName() == "admin":
+			return authorizer.DecisionAllow, "", nil
+		case a.GetUser().GetName() == "bob" && a.GetNamespace() == "team-a":
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	ctx := context.Background()
+	admin, bob := &user.DefaultInfo{Name: "admin"}, &user.DefaultInfo{Name: "bob"}
+
+	missing, err := MissingToRead(ctx, authz, admin, cm, "team-a")
+	require.NoError(t, err)
+	assert.Empty(t, missing)
+	assert.Equal(t, []string{"admin list ", "admin watch "}, asked, "asked for every namespace at once")
+
+	asked = nil
+	missing, err = MissingToRead(ctx, authz, bob, cm, "team-a")
+	require.NoError(t, err)
+	assert.Empty(t, missing)
+	assert.Equal(t, []string{"bob list ", "bob watch ", "bob list team-a", "bob watch team-a"}, asked, "then in the namespace")
+
+	missing, err = MissingToRead(ctx, authz, bob, cm, "kube-system")
+	require.NoError(t, err)
+	assert.Equal(t, RuleAccess(cm, "kube-system"), missing, "what it lacks is named in the namespace asked")
+
+	missing, err = MissingToRead(ctx, authz, bob, cm, "")
+	require.NoError(t, err)
+	assert.Equal(t, RuleAccess(cm, ""), missing, "cluster-wide: asked once")
+}
