@@ -40,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -490,7 +491,10 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
-	scopes, credentials, err := c.scopes(ctx, gt, kp, src, st)
+	scopes, credentials, statuses, err := c.scopes(ctx, gt, kp, src, st)
+	// Rule statuses are written last: a hundred rules take a hundred
+	// writes, which need not hold up the streams.
+	defer statuses()
 	if err != nil {
 		c.release(wkey)
 		return asProblem(err, "DiscoveryFailed")
@@ -573,11 +577,19 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 // reports each rule's resolution in its status. A rule feeds nothing when its
 // source namespace is not lent to it, when its author may not read what it
 // selects, or (a ClusterWatchRule) when the target does not accept it.
+// The rules are checked ruleChecks at a time; the returned func writes
+// their statuses.
 func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source,
-	st *observed) ([]watch.Scope, map[watch.Scope][]v1.CredentialField, error) {
+	st *observed) ([]watch.Scope, map[watch.Scope][]v1.CredentialField, func(), error) {
+	var writes []func()
+	statuses := func() {
+		for _, write := range writes {
+			write()
+		}
+	}
 	served, err := c.discover(src, c.resolvesEverything(gt, src))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, statuses, err
 	}
 	var scopes []watch.Scope
 	credentials := map[watch.Scope][]v1.CredentialField{}
@@ -592,9 +604,10 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, statuses, err
 	}
-	for _, wr := range targetRules(rules, gt) {
+	wrs := targetRules(rules, gt)
+	checked, err := checkRules(ctx, wrs, func(ctx context.Context, wr *v1.WatchRule) (checkedRule, error) {
 		ns := wr.Spec.SourceNamespace
 		if ns == "" {
 			ns = wr.Namespace
@@ -602,47 +615,90 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		res := watch.Resolve(wr.Spec.Rules, served, true)
 		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, c.namespaceLabels)
 		if err != nil {
-			return nil, nil, err
+			return checkedRule{}, err
 		}
 		var denied *problem
 		if !lent {
 			denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry, "+
 				"or the rule watches its own namespace", kp.Name, ns, wr.Namespace)
 		} else if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
-			return nil, nil, err
+			return checkedRule{}, err
 		} else if denied == nil {
 			denied = unencrypted(gt, wr.Spec.Rules)
 		}
-		if denied != nil {
-			res.GVRs = nil
-			st.refused = append(st.refused, fmt.Sprintf("WatchRule %s: %s", wr.Name, denied.message))
+		return checkedRule{res: res, ns: ns, denied: denied}, nil
+	})
+	if err != nil {
+		return nil, nil, statuses, err
+	}
+	for i, wr := range wrs {
+		r := checked[i]
+		if r.denied != nil {
+			r.res.GVRs = nil
+			st.refused = append(st.refused, fmt.Sprintf("WatchRule %s: %s", wr.Name, r.denied.message))
 		}
-		add(res, ns)
-		c.writeRuleStatus(ctx, wr, res, denied)
+		add(r.res, r.ns)
+		writes = append(writes, func() { c.writeRuleStatus(ctx, wr, r.res, r.denied) })
 	}
 	crules, err := c.crules.List(labels.Everything())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, statuses, err
 	}
-	for _, cwr := range targetClusterRules(crules, gt) {
+	cwrs := targetClusterRules(crules, gt)
+	checked, err = checkRules(ctx, cwrs, func(ctx context.Context, cwr *v1.ClusterWatchRule) (checkedRule, error) {
 		res := watch.Resolve(cwr.Spec.Rules, served, false)
 		var denied *problem
+		var err error
 		if !accepts(gt.Spec.AcceptClusterWatchRules, cwr.Name) {
 			denied = problemf("NotAccepted", "GitTarget %s/%s does not accept this ClusterWatchRule: its owner adds %q to spec.acceptClusterWatchRules",
 				gt.Namespace, gt.Name, cwr.Name)
 		} else if denied, err = c.authorized(ctx, kp, cwr.Status.AuthorizedBy, res.GVRs, ""); err != nil {
-			return nil, nil, err
+			return checkedRule{}, err
 		} else if denied == nil {
 			denied = unencrypted(gt, cwr.Spec.Rules)
 		}
-		if denied != nil {
-			res.GVRs = nil
-			st.refused = append(st.refused, fmt.Sprintf("ClusterWatchRule %s: %s", cwr.Name, denied.message))
-		}
-		add(res, "")
-		c.writeClusterRuleStatus(ctx, cwr, res, denied)
+		return checkedRule{res: res, denied: denied}, nil
+	})
+	if err != nil {
+		return nil, nil, statuses, err
 	}
-	return scopes, credentials, nil
+	for i, cwr := range cwrs {
+		r := checked[i]
+		if r.denied != nil {
+			r.res.GVRs = nil
+			st.refused = append(st.refused, fmt.Sprintf("ClusterWatchRule %s: %s", cwr.Name, r.denied.message))
+		}
+		add(r.res, "")
+		writes = append(writes, func() { c.writeClusterRuleStatus(ctx, cwr, r.res, r.denied) })
+	}
+	return scopes, credentials, statuses, nil
+}
+
+// checkedRule is what a rule feeds, from which namespace, or why nothing.
+type checkedRule struct {
+	res    watch.Resolution
+	ns     string
+	denied *problem
+}
+
+// ruleChecks is how many rules are checked at once: each check may ask the
+// API server SubjectAccessReviews, one answer at a time, so a GitTarget of
+// a hundred rules would wait for two hundred answers in turn.
+const ruleChecks = 16
+
+// checkRules checks rules ruleChecks at a time; the results are in the
+// rules' order.
+func checkRules[R any](ctx context.Context, rules []R, check func(context.Context, R) (checkedRule, error)) ([]checkedRule, error) {
+	out := make([]checkedRule, len(rules))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(ruleChecks)
+	for i, r := range rules {
+		g.Go(func() (err error) {
+			out[i], err = check(ctx, r)
+			return err
+		})
+	}
+	return out, g.Wait()
 }
 
 func accepts(accepted []string, name string) bool {
@@ -666,7 +722,7 @@ func (c *Controller) authorized(ctx context.Context, kp *v1.KubeProvider, by *v1
 		return nil, errors.New("no authorizer is configured to check rules with")
 	}
 	u := &user.DefaultInfo{Name: by.Username, UID: by.UID, Groups: by.Groups}
-	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, u, tenancy.RuleAccess(gvrs, ns))
+	missing, err := tenancy.MissingToRead(ctx, c.cfg.Authorizer, u, gvrs, ns)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/util/workqueue"
 
@@ -211,4 +214,47 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 		return len(c.retired) == 0
 	}, 30*time.Second, 10*time.Millisecond, "stopped workers are forgotten")
 	assert.NoDirExists(t, dir, "the clone of a branch nothing mirrors any more is removed")
+}
+
+// TestRulesAreCheckedSideBySide: a GitTarget's rules are checked ruleChecks
+// at a time, not one after another (each check may wait for the API
+// server's answers), never more, and the results keep the rules' order.
+func TestRulesAreCheckedSideBySide(t *testing.T) {
+	rules := make([]int, 5*ruleChecks)
+	for i := range rules {
+		rules[i] = i
+	}
+	var inFlight, most atomic.Int32
+	together := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithTimeout(t.Context(), wait.ForeverTestTimeout)
+	defer cancel()
+	out, err := checkRules(ctx, rules, func(ctx context.Context, r int) (checkedRule, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if n == ruleChecks {
+			once.Do(func() { close(together) })
+		}
+		select { // only checks made side by side get past this
+		case <-together:
+		case <-ctx.Done():
+			return checkedRule{}, ctx.Err()
+		}
+		return checkedRule{ns: fmt.Sprint(r)}, nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int32(ruleChecks), most.Load())
+	for i, r := range out {
+		assert.Equal(t, fmt.Sprint(i), r.ns)
+	}
+
+	_, err = checkRules(ctx, rules, func(_ context.Context, r int) (checkedRule, error) {
+		if r == 7 {
+			return checkedRule{}, errors.New("the API server is down")
+		}
+		return checkedRule{}, nil
+	})
+	assert.EqualError(t, err, "the API server is down")
 }
