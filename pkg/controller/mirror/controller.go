@@ -9,7 +9,10 @@
 // the target's namespace, allows the branch and its credentials resolve; no
 // older GitTarget writes an overlapping folder of the same branch. A
 // precondition that is lost, rather than unreachable for a moment, tears the
-// mirror down at once, and the status says which one and how to fix it.
+// mirror down at once, and the status says which one and how to fix it. A
+// GitTarget's rules are checked side by side (ruleChecks at a time, each
+// check in a goroutine of its own, joined before the reconcile goes on), and
+// their statuses written once its streams have started.
 //
 // Branch workers are reference-counted: each mirror holds one reference to
 // its worker, and a reconcile holds one while it sets a mirror up. The last
