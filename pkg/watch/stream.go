@@ -88,19 +88,29 @@ func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstru
 
 // lastManager is the manager of obj's newest managedFields entry.
 func lastManager(u *unstructured.Unstructured) string {
-	if m := newestManaged(u.GetManagedFields()); m != nil {
-		return m.Manager
-	}
-	return ""
+	md, _ := u.Object["metadata"].(map[string]any)
+	manager, _ := newestManaged(md)["manager"].(string)
+	return manager
 }
 
-// newestManaged is the newest entry with a time; of two of the same second,
-// the later in the list.
-func newestManaged(entries []metav1.ManagedFieldsEntry) *metav1.ManagedFieldsEntry {
-	var newest *metav1.ManagedFieldsEntry
-	for i := range entries {
-		if e := &entries[i]; e.Time != nil && (newest == nil || !e.Time.Time.Before(newest.Time.Time)) {
-			newest = e
+// newestManaged is the newest entry of metadata md's managedFields with a
+// time (RFC 3339, as the API server writes it); of two of the same second,
+// the later in the list; nil when none has one. It reads the raw maps:
+// converting them to typed entries and back cost more than all the rest
+// of trimming an object.
+func newestManaged(md map[string]any) map[string]any {
+	entries, _ := md["managedFields"].([]any)
+	var newest map[string]any
+	var newestAt time.Time
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		s, _ := m["time"].(string)
+		at, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			continue
+		}
+		if newest == nil || !at.Before(newestAt) {
+			newest, newestAt = m, at
 		}
 	}
 	return newest
@@ -299,11 +309,17 @@ func trim(obj any) (any, error) {
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
 		cleanStrings(md, "annotations", func(k string) bool { return k == lastApplied })
 		if _, has := md["managedFields"]; has {
-			var kept []metav1.ManagedFieldsEntry
-			if m := newestManaged(u.GetManagedFields()); m != nil {
-				kept = []metav1.ManagedFieldsEntry{{Manager: m.Manager, Operation: m.Operation, Time: m.Time}}
+			if m := newestManaged(md); m != nil {
+				kept := make(map[string]any, 3)
+				for _, k := range []string{"manager", "operation", "time"} {
+					if v, _ := m[k].(string); v != "" {
+						kept[k] = v
+					}
+				}
+				md["managedFields"] = []any{kept}
+			} else {
+				delete(md, "managedFields")
 			}
-			u.SetManagedFields(kept)
 		}
 	}
 	return u, nil

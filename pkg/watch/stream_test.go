@@ -246,3 +246,52 @@ status: {phase: Ready}
 	assert.NotContains(t, got.Object, "status")
 	assert.Equal(t, map[string]string{"team": "shop"}, got.GetAnnotations())
 }
+
+// trimmedBefore is what trim kept of managedFields when it converted them
+// to typed entries and back (the newest entry with a time; on a tie, the
+// later in the list).
+func trimmedBefore(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
+	var newest *metav1.ManagedFieldsEntry
+	entries := u.GetManagedFields()
+	for i := range entries {
+		if e := &entries[i]; e.Time != nil && (newest == nil || !e.Time.Time.Before(newest.Time.Time)) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	return []metav1.ManagedFieldsEntry{{Manager: newest.Manager, Operation: newest.Operation, Time: newest.Time}}
+}
+
+// TestTrimKeepsTheNewestManagerAsBefore: reading the raw maps keeps the
+// entry the typed conversion kept, ties and entries without a time included.
+func TestTrimKeepsTheNewestManagerAsBefore(t *testing.T) {
+	for name, fields := range map[string]string{
+		"newest last":      `[{manager: a, operation: Update, time: "2026-12-01T10:00:00Z"}, {manager: b, operation: Apply, time: "2026-12-01T10:00:01Z"}]`,
+		"newest first":     `[{manager: a, operation: Update, time: "2026-12-01T11:00:00Z"}, {manager: b, operation: Apply, time: "2026-12-01T10:00:01Z"}]`,
+		"a tie":            `[{manager: a, operation: Update, time: "2026-12-01T10:00:00Z"}, {manager: b, operation: Update, time: "2026-12-01T10:00:00Z"}]`,
+		"no time":          `[{manager: a, operation: Update}, {manager: b, operation: Apply, time: "2026-12-01T09:00:00Z"}, {manager: c}]`,
+		"none has a time":  `[{manager: a, operation: Update}]`,
+		"no operation":     `[{manager: a, time: "2026-12-01T10:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:data": {}}}]`,
+		"an empty list":    `[]`,
+		"with field sets":  `[{manager: kubectl, operation: Update, time: "2026-12-01T10:00:00Z", fieldsType: FieldsV1, fieldsV1: {"f:data": {"f:a": {}}}}]`,
+		"trimmed already":  `[{manager: kubectl, operation: Update, time: "2026-12-01T10:00:00Z"}]`,
+		"an offset, later": `[{manager: a, operation: Update, time: "2026-12-01T10:30:00Z"}, {manager: b, operation: Update, time: "2026-12-01T11:00:00+01:00"}]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := parse(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  managedFields: "+fields+"\ndata: {a: b}\n")
+			want := trimmedBefore(u.DeepCopy())
+			manager := ""
+			if len(want) > 0 {
+				manager = want[0].Manager
+			}
+			assert.Equal(t, manager, lastManager(u), "before trimming")
+			out, err := trim(u)
+			require.NoError(t, err)
+			got := out.(*unstructured.Unstructured)
+			assert.Equal(t, want, got.GetManagedFields())
+			assert.Equal(t, manager, lastManager(got), "after trimming")
+		})
+	}
+}
