@@ -235,6 +235,19 @@ func TestAPushWhoseAnswerWasLost(t *testing.T) {
 	assert.Equal(t, c2.String(), gitCLI(t, bare, "rev-parse", "main"))
 }
 
+// fetched opens a Repo in a new folder on a new remote, fetched: its folder,
+// the remote's bare repository and head.
+func fetched(t *testing.T) (r *Repo, dir, bare string, head plumbing.Hash) {
+	t.Helper()
+	url, bare := remote(t)
+	dir = t.TempDir()
+	r, err := Open(dir, url, "main", nil)
+	require.NoError(t, err)
+	head, err = r.Fetch(context.Background())
+	require.NoError(t, err)
+	return r, dir, bare, head
+}
+
 // packs counts the packs of a local repository.
 func packs(t *testing.T, dir string) int {
 	m, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
@@ -249,13 +262,8 @@ func packs(t *testing.T, dir string) int {
 func TestACommitOfManyObjectsIsOnePack(t *testing.T) {
 	for _, held := range []bool{true, false} {
 		t.Run(fmt.Sprintf("held in memory %t", held), func(t *testing.T) {
-			url, bare := remote(t)
 			ctx := context.Background()
-			dir := t.TempDir()
-			r, err := Open(dir, url, "main", nil)
-			require.NoError(t, err)
-			head, err := r.Fetch(ctx)
-			require.NoError(t, err)
+			r, dir, bare, head := fetched(t)
 			if !held {
 				r.freshBytes = freshMemory // the budget is spent: the push reads from disk
 			}
@@ -285,7 +293,7 @@ func TestACommitOfManyObjectsIsOnePack(t *testing.T) {
 			gitCLI(t, bare, "fsck", "--strict")
 			gitCLI(t, dir, "fsck", "--strict")
 
-			again, err := Open(dir, url, "main", nil)
+			again, err := Open(dir, r.url, "main", nil)
 			require.NoError(t, err)
 			got, err := again.Files(c2)
 			require.NoError(t, err)
@@ -301,13 +309,9 @@ func TestACommitOfManyObjectsIsOnePack(t *testing.T) {
 // TestRepackingAgain: a second repack deletes the pack the first made; the
 // repository must stop looking for objects in it.
 func TestRepackingAgain(t *testing.T) {
-	url, _ := remote(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	r, err := Open(dir, url, "main", nil)
-	require.NoError(t, err)
-	head, err := r.Fetch(ctx)
-	require.NoError(t, err)
+	r, _, _, head := fetched(t)
+	var err error
 	for round := range 3 {
 		for i := range 5 {
 			head, err = r.Commit(head, map[string][]byte{fmt.Sprintf("r%d/%d.yaml", round, i): []byte("x\n")}, info)

@@ -605,6 +605,16 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			credentials[s] = append(credentials[s], res.Credentials[gvr]...)
 		}
 	}
+	// use takes a checked rule's resolution, or its refusal, in the rules'
+	// order; write writes its status.
+	use := func(kind, name string, r checkedRule, write func(watch.Resolution, *problem)) {
+		if r.denied != nil {
+			r.res.GVRs = nil
+			st.refused = append(st.refused, fmt.Sprintf("%s %s: %s", kind, name, r.denied.message))
+		}
+		add(r.res, r.ns)
+		writes = append(writes, func() { write(r.res, r.denied) })
+	}
 	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
 	if err != nil {
 		return nil, nil, statuses, err
@@ -635,13 +645,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		return nil, nil, statuses, err
 	}
 	for i, wr := range wrs {
-		r := checked[i]
-		if r.denied != nil {
-			r.res.GVRs = nil
-			st.refused = append(st.refused, fmt.Sprintf("WatchRule %s: %s", wr.Name, r.denied.message))
-		}
-		add(r.res, r.ns)
-		writes = append(writes, func() { c.writeRuleStatus(ctx, wr, r.res, r.denied) })
+		use("WatchRule", wr.Name, checked[i], func(res watch.Resolution, denied *problem) { c.writeRuleStatus(ctx, wr, res, denied) })
 	}
 	crules, err := c.crules.List(labels.Everything())
 	if err != nil {
@@ -666,18 +670,15 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		return nil, nil, statuses, err
 	}
 	for i, cwr := range cwrs {
-		r := checked[i]
-		if r.denied != nil {
-			r.res.GVRs = nil
-			st.refused = append(st.refused, fmt.Sprintf("ClusterWatchRule %s: %s", cwr.Name, r.denied.message))
-		}
-		add(r.res, "")
-		writes = append(writes, func() { c.writeClusterRuleStatus(ctx, cwr, r.res, r.denied) })
+		use("ClusterWatchRule", cwr.Name, checked[i], func(res watch.Resolution, denied *problem) {
+			c.writeClusterRuleStatus(ctx, cwr, res, denied)
+		})
 	}
 	return scopes, credentials, statuses, nil
 }
 
-// checkedRule is what a rule feeds, from which namespace, or why nothing.
+// checkedRule is what a rule feeds, from which namespace ("" for a
+// ClusterWatchRule), or why nothing.
 type checkedRule struct {
 	res    watch.Resolution
 	ns     string
