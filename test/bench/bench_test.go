@@ -20,8 +20,8 @@
 // REVERSER_BENCH_EDIT_RATE, REVERSER_BENCH_EDIT_SECONDS and
 // REVERSER_BENCH_TARGETS size single rows. REVERSER_BENCH_PROFILE=1 also
 // prints the top of the controller's CPU profile during P1's snapshot and
-// of its heap after it (REVERSER_BENCH_PROFILE_DIR keeps the files). No assertion is timed: the figures are printed for
-// people and CI logs.
+// of its heap after it (REVERSER_BENCH_PROFILE_DIR keeps the files). No
+// assertion is timed: the figures are printed for people and CI logs.
 package bench
 
 import (
