@@ -282,7 +282,7 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 		if ch.Content == nil {
 			delete(t.desired, ch.Path)
 		} else {
-			t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc, sealed: len(ch.Encrypt) > 0}
+			_ = w.hold(t, ch.Path, doc{content: ch.Content, desc: ch.Desc, sealed: len(ch.Encrypt) > 0}) // bytes given: cannot fail
 		}
 		return true
 	}
@@ -295,11 +295,9 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 		if !wantHeld {
 			return false // Git has no document to keep: mirror the object
 		}
-		content, err := w.repo.ReadBlob(want)
-		if err != nil {
+		if err := w.hold(t, ch.Path, doc{hash: want, desc: ch.Desc, sealed: len(ch.Encrypt) > 0}); err != nil {
 			return false
 		}
-		t.desired[ch.Path] = doc{content: append([]byte{}, content...), desc: ch.Desc, sealed: len(ch.Encrypt) > 0}
 		metrics.ApplyWindowCollisions.Inc()
 		if a.pending == "" {
 			a.pending, a.yields = ReasonRepair, false
@@ -326,7 +324,7 @@ func (w *Worker) gitDocument(t *target, p string) (plumbing.Hash, bool) {
 	for _, win := range t.windows {
 		if _, ok := win.paths[p]; ok {
 			d, held := t.desired[p]
-			return gitrepo.BlobHash(d.content), held
+			return d.hash, held
 		}
 	}
 	h, ok := w.index[p]

@@ -495,3 +495,58 @@ func TestSetSignerSignsWhatFollows(t *testing.T) {
 	assert.Contains(t, out, `Good "git" signature for reverser@reverser.dev`)
 	assert.Contains(t, c.git(bare, "cat-file", "-p", "main"), "-----BEGIN SSH SIGNATURE-----")
 }
+
+// heldBytes is how many of tg's documents the worker keeps the bytes of.
+func (c *clocked) heldBytes(tg Target) int {
+	n := make(chan int, 1)
+	c.w.do(c.ctx, func() {
+		held := 0
+		for _, d := range c.w.targets[tg.Key].desired {
+			if d.content != nil {
+				held++
+			}
+		}
+		n <- held
+	})
+	c.settle()
+	return <-n
+}
+
+// TestCommittedDocumentsAreHeldAsHashes: once Git holds a document, the
+// worker keeps its hash, not its bytes. A history rewritten by force, then
+// a repack that deletes the blobs the branch no longer reaches, still
+// leaves the bytes it needs to write the cluster's documents back.
+func TestCommittedDocumentsAreHeldAsHashes(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	c.w.do(c.ctx, func() { c.w.repackAfter = 1 })
+	for _, n := range []string{"a", "b", "c"} {
+		c.change(site, n, n+": 1")
+	}
+	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+	assert.Equal(t, 3, c.heldBytes(site), "not committed yet")
+	c.step(site.Window.Silence)
+	require.Len(t, c.remoteFiles(), 3)
+	assert.Equal(t, 0, c.heldBytes(site), "committed: Git holds them")
+
+	// Somebody replaces the branch's history: a is changed, b is gone.
+	work := filepath.Join(t.TempDir(), "w")
+	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
+	c.git(work, "checkout", "--quiet", "--orphan", "rewritten")
+	c.git(work, "rm", "-r", "--quiet", "--cached", ".")
+	require.NoError(t, os.WriteFile(filepath.Join(work, "clusters/dev/demo/configmaps/a.yaml"), []byte("a: tampered\n"), 0o644))
+	require.NoError(t, os.Remove(filepath.Join(work, "clusters/dev/demo/configmaps/b.yaml")))
+	c.git(work, "add", "clusters")
+	c.git(work, "commit", "--quiet", "-m", "start again")
+	c.git(work, "push", "--quiet", "--force", "origin", "rewritten:main")
+
+	c.change(site, "c", "c: 2")
+	c.step(site.Window.Silence) // commit, push rejected, fetch, replay, push and repack
+	assert.Equal(t, 2, c.heldBytes(site), "a and b differ from the fetched head: their bytes are kept")
+	c.step(site.Window.Silence) // the re-asserted documents' window
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "written back although the repack deleted its blob")
+	assert.Equal(t, "b: 1", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"))
+	assert.Equal(t, "c: 2", c.remoteShow("clusters/dev/demo/configmaps/c.yaml"))
+	assert.Equal(t, 0, c.heldBytes(site))
+}

@@ -170,7 +170,10 @@ func (w *Worker) idOf(t *target, p string) (kustomize.ID, bool) {
 			t.ids[p] = d.id
 			return d.id, true
 		}
-		ids := idsOf(d.content)
+		ids := w.docs.ids[p] // Git holds the document
+		if d.content != nil {
+			ids = idsOf(d.content)
+		}
 		if len(ids) == 1 {
 			t.ids[p] = ids[0]
 			return ids[0], true

@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"path"
 	"slices"
@@ -204,8 +205,13 @@ type pendingChange struct {
 	sealed bool
 }
 
+// doc is an object's document as the cluster holds it. Its bytes are kept
+// only while Git does not hold that blob at its path (keepBytes): once
+// committed, the repository has them, and a target of 100k objects holds
+// hashes, not a second copy of every document.
 type doc struct {
-	content []byte
+	hash    plumbing.Hash
+	content []byte // nil while the head holds hash at the doc's path
 	desc    string // "ConfigMap demo/app"
 	// id names the object, for writing into sources (sources.go); the
 	// zero ID where the change did not say.
@@ -522,8 +528,8 @@ func (w *Worker) seal(t *target, ch *watch.Change) bool {
 			priors = append(priors, b)
 		}
 	}
-	if d, ok := t.desired[ch.Path]; ok {
-		priors = append(priors, d.content)
+	if d, ok := t.desired[ch.Path]; ok && d.content != nil {
+		priors = append(priors, d.content) // else Git's, read above
 	}
 	sealed, err := t.cfg.Seal.Seal(ch.Content, ch.Encrypt, priors...)
 	if err != nil {
@@ -554,10 +560,60 @@ func (w *Worker) apply(t *target, ch watch.Change, author gitrepo.Signature) err
 	if ch.Content == nil {
 		delete(t.desired, ch.Path)
 	} else {
-		t.desired[ch.Path] = doc{content: ch.Content, desc: ch.Desc, id: idOfChange(ch), sealed: len(ch.Encrypt) > 0}
+		_ = w.hold(t, ch.Path, doc{content: ch.Content, desc: ch.Desc, id: idOfChange(ch), sealed: len(ch.Encrypt) > 0}) // bytes given: cannot fail
 	}
 	w.touch(t, author, ch.Path, ch.Desc, ch.Seen)
 	return nil
+}
+
+// hold makes d the document to hold at p, keeping its bytes only when Git
+// does not have them there. A d given by hash alone takes its bytes from the
+// document it replaces or from the repository.
+func (w *Worker) hold(t *target, p string, d doc) error {
+	if d.content != nil {
+		d.hash = gitrepo.BlobHash(d.content)
+	}
+	if w.index[p] == d.hash {
+		d.content = nil
+	} else if d.content == nil {
+		if prev, ok := t.desired[p]; ok && prev.hash == d.hash && prev.content != nil {
+			d.content = prev.content
+		} else {
+			b, err := w.repo.ReadBlob(d.hash)
+			if err != nil {
+				return fmt.Errorf("reading the document of %s: %w", p, err)
+			}
+			d.content = b
+		}
+	}
+	t.desired[p] = d
+	return nil
+}
+
+// keepBytes keeps, after the head's files changed at paths, the bytes of
+// t's documents Git does not hold there, and drops those it does. The
+// blobs dropped earlier are still in the repository here: only a repack
+// after a push deletes what the branch stopped reaching.
+func (w *Worker) keepBytes(t *target, paths iter.Seq[string]) {
+	for p := range paths {
+		d, ok := t.desired[p]
+		if !ok || (d.content == nil) == (w.index[p] == d.hash) {
+			continue
+		}
+		if err := w.hold(t, p, doc{hash: d.hash, desc: d.desc, id: d.id, sealed: d.sealed}); err != nil {
+			// Only a broken repository loses a blob it held; the commit
+			// that needs these bytes reports it (bytesOf).
+			klog.Background().Error(err, "Keeping a document Git no longer holds", "gitTarget", t.cfg.Key, "object", d.desc)
+		}
+	}
+}
+
+// bytesOf is a document's content: its bytes, or Git's copy of them.
+func (w *Worker) bytesOf(d doc) ([]byte, error) {
+	if d.content != nil {
+		return d.content, nil
+	}
+	return w.repo.ReadBlob(d.hash)
 }
 
 func (w *Worker) touch(t *target, author gitrepo.Signature, p, desc string, seen time.Time) {
@@ -783,7 +839,11 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			(kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
 			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
 			if held {
-				ch.New = d.content
+				b, err := w.bytesOf(d)
+				if err != nil {
+					return &LocalError{Err: err}
+				}
+				ch.New = b
 			}
 			items = append(items, sourced{layout: p, change: ch})
 			continue
@@ -792,7 +852,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		switch cur, inGit := w.index[p]; {
 		case held && !inGit:
 			verb = "create"
-		case held && cur != gitrepo.BlobHash(d.content):
+		case held && cur != d.hash:
 			verb = "update"
 		case !held && inGit:
 			verb = "delete"
@@ -800,7 +860,11 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			continue // the document in Git is already right
 		}
 		if held {
-			changes[p] = d.content
+			b, err := w.bytesOf(d)
+			if err != nil {
+				return &LocalError{Err: err}
+			}
+			changes[p] = b
 			if d.id != (kustomize.ID{}) {
 				known[p] = d.id
 			}
@@ -917,6 +981,9 @@ func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string
 			blobs[p] = w.index[p]
 		}
 	}
+	if t := w.targets[key]; t != nil {
+		w.keepBytes(t, maps.Keys(changes))
+	}
 	w.docs.wrote(changes, known)
 	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
 		sha: sha.String(), save: save})
@@ -1002,6 +1069,9 @@ func (w *Worker) moveTo(head plumbing.Hash) error {
 	w.head, w.pushed, w.index, w.ready, w.fetched = head, head, index, true, true
 	w.docs.rebuild(index, w.repo.ReadBlob)
 	w.pruneBlobs()
+	for _, t := range w.targets {
+		w.keepBytes(t, maps.Keys(t.desired))
+	}
 	if moved {
 		w.reassert = true
 	}
@@ -1067,7 +1137,7 @@ func (w *Worker) replay() error {
 				continue // its applier puts the foreign commits on the cluster
 			}
 			for p, d := range t.desired {
-				if w.index[p] != gitrepo.BlobHash(d.content) {
+				if w.index[p] != d.hash {
 					w.touch(t, w.committer, p, d.desc, now)
 				}
 			}
