@@ -347,6 +347,17 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 				kubectlOK(t, admin, "", "patch", "kubeprovider", tn.provider, "--type=merge", "-p",
 					`{"spec":{"consumerNamespaces":{"from":"Names","names":["somebody-else"]}}}`)
 			}},
+		// Namespace labels come from the controller's informer: a label
+		// taken away withdraws the consumer as a spec change does.
+		{name: "label", reason: "KubeProviderNotLent",
+			setup: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "label", "namespace", tn.ns, "reverser-consumer=yes")
+				kubectlOK(t, admin, "", "patch", "kubeprovider", tn.provider, "--type=merge", "-p",
+					`{"spec":{"consumerNamespaces":{"from":"Selector","selector":{"matchLabels":{"reverser-consumer":"yes"}}}}}`)
+			},
+			revoke: func(t *testing.T, tn *tenant) {
+				kubectlOK(t, admin, "", "label", "namespace", tn.ns, "reverser-consumer-")
+			}},
 		{name: "gitprovider", reason: "GitProviderNotFound",
 			revoke: func(t *testing.T, tn *tenant) { kubectlOK(t, admin, "", "delete", "gitprovider", "-n", tn.ns, "repo") }},
 		{name: "credentials", reason: "SecretNotFound", providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true",

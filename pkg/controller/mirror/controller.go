@@ -45,6 +45,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -128,7 +129,11 @@ type Controller struct {
 	cfg     Config
 	factory informers.SharedInformerFactory
 	kube    kubeinformers.SharedInformerFactory
-	targets listers.GitTargetLister
+	// namespaces holds every Namespace's labels, for the KubeProviders
+	// that select consumers and loans by label.
+	namespaces kubeinformers.SharedInformerFactory
+	nsLister   corelisters.NamespaceLister
+	targets    listers.GitTargetLister
 	rules   listers.WatchRuleLister
 	crules  listers.ClusterWatchRuleLister
 	gps     listers.GitProviderLister
@@ -214,9 +219,10 @@ func New(cfg Config) *Controller {
 		f = informers.NewSharedInformerFactory(cfg.Reverser, 0)
 	}
 	kube := kubeinformers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, kubeinformers.WithNamespace(cfg.SecretNamespace))
+	namespaces := kubeinformers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, kubeinformers.WithTransform(namespaceLabelsOnly))
 	r := f.Reverser().V1alpha1()
 	c := &Controller{
-		cfg: cfg, factory: f, kube: kube,
+		cfg: cfg, factory: f, kube: kube, namespaces: namespaces, nsLister: namespaces.Core().V1().Namespaces().Lister(),
 		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), crules: r.ClusterWatchRules().Lister(),
 		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: r.FluxClaims().Lister(), argoClaims: r.ArgoCDClaims().Lister(),
 		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
@@ -279,7 +285,31 @@ func New(cfg Config) *Controller {
 	utilruntime.Must(err)
 	utilruntime.Must(addHandler(r.KubeProviders().Informer(), enqueueAll))
 	utilruntime.Must(addHandler(kube.Core().V1().Secrets().Informer(), enqueueAll))
+	// Labels select consumers and loans: a change of them may withdraw
+	// what a GitTarget mirrors, at once rather than at the next resync.
+	_, err = namespaces.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(old, obj any) {
+			o, n := old.(*corev1.Namespace), obj.(*corev1.Namespace)
+			if !maps.Equal(o.Labels, n.Labels) {
+				c.enqueueAll()
+			}
+		},
+		DeleteFunc: func(any) { c.enqueueAll() },
+	})
+	utilruntime.Must(err)
 	return c
+}
+
+// namespaceLabelsOnly is the Namespaces informer's transform: the cache
+// keeps a Namespace's name and labels, not its spec, status or
+// managedFields.
+func namespaceLabelsOnly(obj any) (any, error) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, Labels: ns.Labels}}, nil
 }
 
 type handler func(obj any)
@@ -342,14 +372,17 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	log := klog.FromContext(ctx)
 	c.factory.Start(ctx.Done())
 	c.kube.Start(ctx.Done())
+	c.namespaces.Start(ctx.Done())
 	for typ, ok := range c.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer for %v did not sync", typ)
 		}
 	}
-	for typ, ok := range c.kube.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("informer for %v did not sync", typ)
+	for _, f := range []kubeinformers.SharedInformerFactory{c.kube, c.namespaces} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("informer for %v did not sync", typ)
+			}
 		}
 	}
 	log.Info("Mirror controller started")
@@ -373,7 +406,7 @@ func (c *Controller) Synced() bool {
 	r := c.factory.Reverser().V1alpha1()
 	return r.GitTargets().Informer().HasSynced() && r.WatchRules().Informer().HasSynced() &&
 		r.GitProviders().Informer().HasSynced() && r.KubeProviders().Informer().HasSynced() &&
-		c.kube.Core().V1().Secrets().Informer().HasSynced()
+		c.kube.Core().V1().Secrets().Informer().HasSynced() && c.namespaces.Core().V1().Namespaces().Informer().HasSynced()
 }
 
 func (c *Controller) runWorker(ctx context.Context) {
@@ -737,8 +770,13 @@ func (c *Controller) authorized(ctx context.Context, kp *v1.KubeProvider, by *v1
 	return nil, nil
 }
 
+// namespaceLabels reads a Namespace's labels from the informer; one it does
+// not hold yet (created a moment ago) is asked for.
 func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
-	ns, err := c.cfg.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	ns, err := c.nsLister.Get(name)
+	if apierrors.IsNotFound(err) {
+		ns, err = c.cfg.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	}
 	if err != nil {
 		return nil, err
 	}

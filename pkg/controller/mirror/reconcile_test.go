@@ -1,11 +1,16 @@
 package mirror
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -93,4 +98,34 @@ func TestAGitProviderReconcilesItsGitTargets(t *testing.T) {
 		queue.Done(key)
 	}
 	assert.ElementsMatch(t, []string{"a/uses", "b/same-repository"}, got)
+}
+
+// TestNamespaceLabelsAreReadFromTheInformer: a reconcile reads a
+// Namespace's labels from the informer's cache, which keeps only its name
+// and labels; a Namespace the informer has not seen yet is asked for.
+func TestNamespaceLabelsAreReadFromTheInformer(t *testing.T) {
+	cached := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"team": "a"},
+		Annotations: map[string]string{"big": "x"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}}}
+	fresh := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{"team": "b"}}}
+	kube := kubefake.NewClientset(fresh)
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	trimmed, err := namespaceLabelsOnly(cached)
+	require.NoError(t, err)
+	require.NoError(t, indexer.Add(trimmed))
+	c := &Controller{cfg: Config{Kube: kube}, nsLister: corelisters.NewNamespaceLister(indexer)}
+
+	got, err := c.namespaceLabels(context.Background(), "team-a")
+	require.NoError(t, err)
+	assert.Equal(t, labels.Set{"team": "a"}, got)
+	assert.Empty(t, kube.Actions(), "a cached Namespace costs no request")
+	kept, _, _ := indexer.GetByKey("team-a")
+	assert.Equal(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"team": "a"}}}, kept,
+		"the cache keeps the name and labels only")
+
+	got, err = c.namespaceLabels(context.Background(), "team-b")
+	require.NoError(t, err)
+	assert.Equal(t, labels.Set{"team": "b"}, got, "not cached yet: asked for")
+	_, err = c.namespaceLabels(context.Background(), "gone")
+	assert.Error(t, err)
 }
