@@ -134,11 +134,11 @@ type Controller struct {
 	namespaces kubeinformers.SharedInformerFactory
 	nsLister   corelisters.NamespaceLister
 	targets    listers.GitTargetLister
-	rules   listers.WatchRuleLister
-	crules  listers.ClusterWatchRuleLister
-	gps     listers.GitProviderLister
-	kps     listers.KubeProviderLister
-	claims  listers.FluxClaimLister
+	rules      listers.WatchRuleLister
+	crules     listers.ClusterWatchRuleLister
+	gps        listers.GitProviderLister
+	kps        listers.KubeProviderLister
+	claims     listers.FluxClaimLister
 	// argoClaims reads ArgoCDClaims.
 	argoClaims listers.ArgoCDClaimLister
 	secrets    corelisters.SecretNamespaceLister
