@@ -13,9 +13,11 @@
 // A commit's objects are written once it is built: as loose files when they
 // are few, as one pack when there are many (packAt), since a loose object
 // costs a file created, written and renamed, which made nearly all of a
-// snapshot's commit time. Fresh objects stay in memory until the next push
-// tries to send them, up to freshMemory, so it does not read back from disk
-// what was just written; after that attempt they are read from disk.
+// snapshot's commit time. Packs, local and pushed, are written without
+// deltas at zlib's BestSpeed (writePack). Fresh objects stay in memory until
+// the next push tries to send them, up to freshMemory, so it does not read
+// back from disk what was just written; after that attempt they are read
+// from disk.
 //
 // A Repo is used by one goroutine at a time (its branch worker's).
 //
@@ -40,7 +42,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
@@ -266,8 +267,7 @@ func (r *Repo) pushFresh(ctx context.Context, head plumbing.Hash) error {
 	req.Packfile = pr
 	encoded := make(chan error, 1)
 	go func() {
-		src := held{EncodedObjectStorer: r.repo.Storer, mem: r.fresh}
-		_, err := packfile.NewEncoder(pw, src, !caps.Supports(capability.OFSDelta)).Encode(hashes, 10)
+		err := writePack(pw, held{EncodedObjectStorer: r.repo.Storer, mem: r.fresh}, hashes)
 		_ = pw.CloseWithError(err) // nil: the pack ends
 		encoded <- err
 	}()
@@ -553,9 +553,7 @@ func (r *Repo) write(objs []plumbing.EncodedObject) error {
 		if err != nil {
 			return err
 		}
-		// No deltas: the pack is written once and read rarely; the push
-		// looks for deltas among what it sends.
-		if _, err := packfile.NewEncoder(w, held{EncodedObjectStorer: r.repo.Storer, mem: uniq}, false).Encode(hashes, 0); err != nil {
+		if err := writePack(w, held{EncodedObjectStorer: r.repo.Storer, mem: uniq}, hashes); err != nil {
 			_ = w.Close()
 			return fmt.Errorf("writing a pack of %d objects: %w", len(hashes), err)
 		}
