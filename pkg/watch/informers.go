@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -34,7 +35,9 @@ type ClusterWide func(ctx context.Context, gvr schema.GroupVersionResource) (boo
 // has stopped, or when the context of the stream that started it ends.
 type Informers struct {
 	client dynamic.Interface
-	wide   ClusterWide
+	// typed, when set, informs on typedKinds.
+	typed kubernetes.Interface
+	wide  ClusterWide
 
 	mu      sync.Mutex
 	running map[informerKey]*informer
@@ -74,6 +77,13 @@ type informer struct {
 // NewInformers shares informers on client; wide nil informs per namespace.
 func NewInformers(client dynamic.Interface, wide ClusterWide) *Informers {
 	return &Informers{client: client, wide: wide, running: map[informerKey]*informer{}, decided: map[schema.GroupVersionResource]bool{}}
+}
+
+// WithTyped informs on ConfigMaps and Secrets with k (typedKinds), which
+// should speak protobuf. Call it before the first Stream.
+func (h *Informers) WithTyped(k kubernetes.Interface) *Informers {
+	h.typed = k
+	return h
 }
 
 // acquire returns a running informer that sees scope, starting one with ctx
@@ -129,7 +139,7 @@ func (h *Informers) Decide(ctx context.Context, gvrs []schema.GroupVersionResour
 // start starts the informer of key; h.mu is held.
 func (h *Informers) start(ctx context.Context, key informerKey) *informer {
 	ctx, cancel := context.WithCancel(ctx)
-	in := &informer{key: key, inf: newInformer(h.client, key.gvr, key.namespace), cancel: cancel, done: make(chan struct{}),
+	in := &informer{key: key, inf: newInformer(h.client, h.typed, key.gvr, key.namespace), cancel: cancel, done: make(chan struct{}),
 		streams: map[string]map[*Stream]struct{}{}}
 	// Registered before the informer runs, so it can never fail, and its
 	// HasSynced says the initial objects have all been handed on.
@@ -188,11 +198,11 @@ func (in *informer) dispatch(e event) {
 	if in.err.Load() != nil {
 		in.err.Store(nil) // an event arrived: the watch works again
 	}
-	u, ok := e.obj.(*unstructured.Unstructured)
+	o, ok := e.obj.(interface{ GetNamespace() string })
 	if !ok {
 		return
 	}
-	ns := u.GetNamespace()
+	ns := o.GetNamespace()
 	in.mu.RLock()
 	defer in.mu.RUnlock()
 	// Once the handler has handed on the informer's initial objects, every
@@ -269,35 +279,48 @@ var serverFilters = map[schema.GroupResource]string{
 }
 
 // newInformer informs on gvr in ns (all namespaces: ""), as
-// dynamicinformer's does, and counts the errors that end a watch: the
-// reflector lists again after them without telling its error handler.
-func newInformer(client dynamic.Interface, gvr schema.GroupVersionResource, ns string) cache.SharedIndexInformer {
-	res := client.Resource(gvr).Namespace(ns)
-	count := func(w watch.Interface, err error) (watch.Interface, error) {
-		if err != nil {
-			return nil, err
-		}
-		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-			if e.Type == watch.Error {
-				metrics.WatchErrors.WithLabelValues(watchErrorReason(apierrors.FromObject(e.Object))).Inc()
-			}
-			return e, true
-		}), nil
+// dynamicinformer's does, or with the typed client for typedKinds.
+func newInformer(client dynamic.Interface, typed kubernetes.Interface, gvr schema.GroupVersionResource, ns string) cache.SharedIndexInformer {
+	var lw cache.ListerWatcher
+	var object runtime.Object = &unstructured.Unstructured{}
+	if tk, ok := typedKinds[gvr]; ok && typed != nil {
+		list, w := tk.listWatch(typed, ns)
+		lw, object = listWatch(gvr, list, w, typed), tk.object
+	} else {
+		res := client.Resource(gvr).Namespace(ns)
+		list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, o) }
+		lw = listWatch(gvr, list, res.Watch, client)
 	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, object, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String(),
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+	_ = inf.SetTransform(trim) // only fails once the informer runs
+	return inf
+}
+
+// listWatch lists and watches with gvr's server-side filter, and counts the
+// errors that end a watch: the reflector lists again after them without
+// telling its error handler. client tells whether watch-list may be used.
+func listWatch(gvr schema.GroupVersionResource, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), client any) cache.ListerWatcher {
 	filter := serverFilters[gvr.GroupResource()]
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = filter
-			return res.List(ctx, o)
+			return list(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = filter
-			return count(res.Watch(ctx, o))
+			w, err := watchFn(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				if e.Type == watch.Error {
+					metrics.WatchErrors.WithLabelValues(watchErrorReason(apierrors.FromObject(e.Object))).Inc()
+				}
+				return e, true
+			}), nil
 		},
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String(),
-			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
-	_ = inf.SetTransform(trim) // only fails once the informer runs
-	return inf
+	return cache.ToListWatcherWithWatchListSemantics(lw, client)
 }

@@ -2,7 +2,9 @@
 // strips runtime fields, decides what is never mirrored, lays documents out
 // in the repository, and runs the watch streams that feed branch workers.
 //
-// Streams share their source's informers (Informers). Locks: Informers.mu
+// Streams share their source's informers (Informers). ConfigMaps and
+// Secrets are informed on with a typed client in protobuf and cached typed
+// (typed.go); everything else with the dynamic client. Locks: Informers.mu
 // guards which informers run; each informer's mu guards which streams it
 // feeds; each stream's queue has its own. None is held while a sink is
 // called: every stream calls its sink from a goroutine of its own, and a

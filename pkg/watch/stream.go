@@ -249,8 +249,9 @@ func (s *Stream) run(ctx context.Context, key, base string, policy Policy, sink 
 			sink.Synced(ctx, key, s.Scope)
 			continue
 		}
-		u, ok := e.obj.(*unstructured.Unstructured)
-		if !ok {
+		u, err := toUnstructured(e.obj)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Skipping an object", "scope", s.Scope.String())
 			continue
 		}
 		if e.deleted {
@@ -283,7 +284,7 @@ func (s *Stream) document(ctx context.Context, gr schema.GroupResource, base str
 		klog.FromContext(ctx).Error(err, "Cannot write object", "scope", s.Scope.String(), "object", klog.KObj(u))
 		return Change{}, false
 	}
-	if o, ok := old.(*unstructured.Unstructured); ok {
+	if o, err := toUnstructured(old); old != nil && err == nil {
 		if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
 			metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
 			return Change{}, false
@@ -303,6 +304,9 @@ func (s *Stream) document(ctx context.Context, gr schema.GroupResource, base str
 func trim(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
+		if o, typed := obj.(metav1.Object); typed {
+			trimTyped(o)
+		}
 		return obj, nil
 	}
 	delete(u.Object, "status")

@@ -49,6 +49,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -881,7 +882,15 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 	if err != nil {
 		return nil, err
 	}
-	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc, informers: watch.NewInformers(dyn, clusterWide(kube))}
+	// ConfigMaps and Secrets are informed on in protobuf (watch.Informers.WithTyped).
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = runtime.ContentTypeProtobuf
+	pcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	proto, err := kubernetes.NewForConfig(pcfg)
+	if err != nil {
+		return nil, err
+	}
+	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc, informers: watch.NewInformers(dyn, clusterWide(kube)).WithTyped(proto)}
 	c.mu.Lock()
 	c.sources[kp.Name] = s
 	c.mu.Unlock()
