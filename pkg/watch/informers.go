@@ -300,8 +300,7 @@ func newInformer(client dynamic.Interface, typed kubernetes.Interface, gvr schem
 // listWatch lists and watches with gvr's server-side filter, and counts the
 // errors that end a watch: the reflector lists again after them without
 // telling its error handler. client tells whether watch-list may be used.
-func listWatch(gvr schema.GroupVersionResource, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), client any) cache.ListerWatcher {
+func listWatch(gvr schema.GroupVersionResource, list listFunc, watchFn watchFunc, client any) cache.ListerWatcher {
 	filter := serverFilters[gvr.GroupResource()]
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

@@ -284,10 +284,12 @@ func (s *Stream) document(ctx context.Context, gr schema.GroupResource, base str
 		klog.FromContext(ctx).Error(err, "Cannot write object", "scope", s.Scope.String(), "object", klog.KObj(u))
 		return Change{}, false
 	}
-	if o, err := toUnstructured(old); old != nil && err == nil {
-		if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
-			metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
-			return Change{}, false
+	if old != nil {
+		if o, err := toUnstructured(old); err == nil {
+			if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
+				metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
+				return Change{}, false
+			}
 		}
 	}
 	metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()

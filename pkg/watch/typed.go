@@ -27,34 +27,40 @@ import (
 type typedKind struct {
 	// object is the informer's type; listWatch lists and watches it.
 	object    runtime.Object
-	listWatch func(k kubernetes.Interface, ns string) (list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-		watch func(context.Context, metav1.ListOptions) (watch.Interface, error))
+	listWatch func(k kubernetes.Interface, ns string) (listFunc, watchFunc)
 }
 
+type (
+	listFunc  = func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFunc = func(context.Context, metav1.ListOptions) (watch.Interface, error)
+)
+
 var typedKinds = map[schema.GroupVersionResource]typedKind{
-	{Version: "v1", Resource: "configmaps"}: {
-		object: &corev1.ConfigMap{},
-		listWatch: func(k kubernetes.Interface, ns string) (func(context.Context, metav1.ListOptions) (runtime.Object, error),
-			func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
-			c := k.CoreV1().ConfigMaps(ns)
-			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }, c.Watch
+	{Version: "v1", Resource: "configmaps"}: {object: &corev1.ConfigMap{},
+		listWatch: func(k kubernetes.Interface, ns string) (listFunc, watchFunc) {
+			return typedFuncs[*corev1.ConfigMapList](k.CoreV1().ConfigMaps(ns))
 		}},
-	{Version: "v1", Resource: "secrets"}: {
-		object: &corev1.Secret{},
-		listWatch: func(k kubernetes.Interface, ns string) (func(context.Context, metav1.ListOptions) (runtime.Object, error),
-			func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
-			c := k.CoreV1().Secrets(ns)
-			return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }, c.Watch
+	{Version: "v1", Resource: "secrets"}: {object: &corev1.Secret{},
+		listWatch: func(k kubernetes.Interface, ns string) (listFunc, watchFunc) {
+			return typedFuncs[*corev1.SecretList](k.CoreV1().Secrets(ns))
 		}},
+}
+
+// typedFuncs are a typed client's List and Watch as a ListWatch takes them.
+func typedFuncs[L runtime.Object](c interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}) (listFunc, watchFunc) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) }, c.Watch
 }
 
 // toUnstructured is a cached object as a stream reads it: typed objects
 // are converted, with the apiVersion and kind a list's items lack.
 func toUnstructured(obj any) (*unstructured.Unstructured, error) {
 	var kind string
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *unstructured.Unstructured:
-		return obj.(*unstructured.Unstructured), nil
+		return o, nil
 	case *corev1.ConfigMap:
 		kind = "ConfigMap"
 	case *corev1.Secret:
@@ -75,7 +81,7 @@ func toUnstructured(obj any) (*unstructured.Unstructured, error) {
 // and of managedFields only the newest entry's manager, operation and time
 // stay. ConfigMaps and Secrets have no status.
 func trimTyped(obj metav1.Object) {
-	if ann := obj.GetAnnotations(); ann[lastApplied] != "" {
+	if ann := obj.GetAnnotations(); ann != nil {
 		delete(ann, lastApplied)
 		if len(ann) == 0 {
 			obj.SetAnnotations(nil)
