@@ -286,17 +286,12 @@ func New(cfg Config) *Controller {
 	utilruntime.Must(err)
 	utilruntime.Must(addHandler(r.KubeProviders().Informer(), enqueueAll))
 	utilruntime.Must(addHandler(kube.Core().V1().Secrets().Informer(), enqueueAll))
-	// Labels select consumers and loans: a change of them may withdraw
-	// what a GitTarget mirrors, at once rather than at the next resync.
+	// A namespace's labels select it as a consumer, and as the receiver of
+	// loans, for the GitTargets and rules in it: a change of them may
+	// withdraw what those mirror, at once rather than at the next resync.
+	// A new namespace's GitTargets are reconciled as they are created.
 	_, err = namespaces.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.enqueueAll() },
-		UpdateFunc: func(old, obj any) {
-			o, n := old.(*corev1.Namespace), obj.(*corev1.Namespace)
-			if !maps.Equal(o.Labels, n.Labels) {
-				c.enqueueAll()
-			}
-		},
-		DeleteFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: c.namespaceUpdated,
 	})
 	utilruntime.Must(err)
 	return c
@@ -335,6 +330,23 @@ func (c *Controller) enqueueAll() {
 		return
 	}
 	for _, gt := range all {
+		c.queue.Add(gt.Namespace + "/" + gt.Name)
+	}
+}
+
+// namespaceUpdated enqueues the GitTargets of a namespace whose labels
+// changed.
+func (c *Controller) namespaceUpdated(old, obj any) {
+	o, ok1 := old.(*corev1.Namespace)
+	n, ok2 := obj.(*corev1.Namespace)
+	if !ok1 || !ok2 || maps.Equal(o.Labels, n.Labels) {
+		return
+	}
+	targets, err := c.targets.GitTargets(n.Name).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, gt := range targets {
 		c.queue.Add(gt.Namespace + "/" + gt.Name)
 	}
 }

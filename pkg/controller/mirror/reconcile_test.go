@@ -129,3 +129,34 @@ func TestNamespaceLabelsAreReadFromTheInformer(t *testing.T) {
 	_, err = c.namespaceLabels(context.Background(), "gone")
 	assert.Error(t, err)
 }
+
+// TestANamespaceLabelChangeReconcilesItsGitTargets: the labels select the
+// namespace's GitTargets as consumers and receivers of loans; a change of
+// them reconciles those GitTargets, no others, and a change of anything
+// else reconciles none.
+func TestANamespaceLabelChangeReconcilesItsGitTargets(t *testing.T) {
+	targets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	c := &Controller{targets: listers.NewGitTargetLister(targets), queue: queue}
+	for _, key := range []string{"team-a/one", "team-a/two", "team-b/three"} {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		require.NoError(t, targets.Add(&v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
+	}
+	ns := func(rv string, labels map[string]string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", ResourceVersion: rv, Labels: labels}}
+	}
+	drain := func() []string {
+		var got []string
+		for queue.Len() > 0 {
+			key, _ := queue.Get()
+			got = append(got, key)
+			queue.Done(key)
+		}
+		return got
+	}
+	c.namespaceUpdated(ns("1", map[string]string{"lend": "yes"}), ns("2", map[string]string{"lend": "yes"}))
+	assert.Empty(t, drain(), "the labels did not change")
+	c.namespaceUpdated(ns("2", map[string]string{"lend": "yes"}), ns("3", nil))
+	assert.ElementsMatch(t, []string{"team-a/one", "team-a/two"}, drain())
+}
