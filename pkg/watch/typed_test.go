@@ -31,9 +31,9 @@ func typedObjects() []runtime.Object {
 			Annotations: map[string]string{lastApplied: `{"big":"copy"}`, "note": "kept"},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: at(1), FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}},
+					FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)},
 				{Manager: "alice-tool", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: at(2), FieldsType: "FieldsV1",
-					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}},
+					FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)},
 			}}
 	}
 	immutable := true
