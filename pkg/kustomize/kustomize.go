@@ -48,6 +48,27 @@ func (id ID) String() string {
 	return gk + "/" + id.Namespace + "/" + id.Name
 }
 
+// Key is how a folder applied into namespace ns names the object: its
+// documents may leave ns out (the applier puts them there), so an object
+// in ns is keyed without it. With ns unknown ("") the ID is its own key.
+func (id ID) Key(ns string) ID {
+	if ns != "" && id.Namespace == ns {
+		id.Namespace = ""
+	}
+	return id
+}
+
+// MayBeSame tells whether a document naming a and one naming b can be
+// one object once a folder applied into ns is applied: their keys are
+// equal, or, with ns unknown, one leaves the namespace out, which the
+// applier may fill with the other's.
+func MayBeSame(a, b ID, ns string) bool {
+	if a.Key(ns) == b.Key(ns) {
+		return true
+	}
+	return ns == "" && a.Group == b.Group && a.Kind == b.Kind && a.Name == b.Name && (a.Namespace == "" || b.Namespace == "")
+}
+
 // idOf reads an ID from apiVersion, kind and metadata.
 func idOf(apiVersion, kind, namespace, name string) ID {
 	group, _, found := strings.Cut(apiVersion, "/")
@@ -71,6 +92,12 @@ type Location struct {
 // repository for "" or "."), skipping kustomization files. An object named
 // by two documents is reported, not guessed at.
 func Documents(files Files, dir string) (map[ID]Location, error) {
+	return documentsIn(files, dir, "")
+}
+
+// documentsIn is Documents keyed for a folder applied into ns (ID.Key): a
+// document that leaves ns out and one that names it are one object twice.
+func documentsIn(files Files, dir, ns string) (map[ID]Location, error) {
 	out := map[ID]Location{}
 	var dup []string
 	for _, p := range sortedPaths(files) {
@@ -85,6 +112,7 @@ func Documents(files Files, dir string) (map[ID]Location, error) {
 			if id == (ID{}) {
 				continue
 			}
+			id = id.Key(ns)
 			if prev, ok := out[id]; ok {
 				dup = append(dup, fmt.Sprintf("%s in %s and %s", id, prev.File, p))
 				continue

@@ -87,13 +87,20 @@ func PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, erro
 // consecutive commits render once each. A Planner is not safe for
 // concurrent use; the branch worker keeps one per target.
 type Planner struct {
+	// Namespace is the one the folder's applier puts namespaced documents
+	// without a namespace into ("" when it is not known): such a document
+	// is matched to the live object in Namespace, and no namespace is
+	// written into it (feature R1).
+	Namespace string
+
 	key  [sha256.Size]byte
 	objs []Object
 }
 
-// render renders dir, or returns the last render of the same files.
+// render renders dir, or returns the last render of the same files. Its
+// objects are named by their keys in the planner's namespace (ID.Key).
 func (p *Planner) render(files Files, dir string) ([]Object, error) {
-	key := digest(files, dir)
+	key := digest(files, dir, p.Namespace)
 	if p.objs != nil && key == p.key {
 		return p.objs, nil
 	}
@@ -101,14 +108,19 @@ func (p *Planner) render(files Files, dir string) ([]Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i := range objs {
+		objs[i].ID = objs[i].ID.Key(p.Namespace)
+	}
 	p.key, p.objs = key, objs
 	return objs, nil
 }
 
-// digest identifies a snapshot of the files a render reads.
-func digest(files Files, dir string) [sha256.Size]byte {
+// digest identifies a snapshot of the files a render reads, keyed in ns.
+func digest(files Files, dir, ns string) [sha256.Size]byte {
 	h := sha256.New()
 	h.Write([]byte(dir))
+	h.Write([]byte{0})
+	h.Write([]byte(ns))
 	for _, p := range sortedPaths(files) {
 		sum := sha256.Sum256(files[p])
 		h.Write([]byte{0})
@@ -120,14 +132,31 @@ func digest(files Files, dir string) [sha256.Size]byte {
 	return out
 }
 
-// PlanAll is the package's PlanAll, reusing the last render it checked.
+// PlanAll is the package's PlanAll, reusing the last render it checked,
+// for a folder applied into the planner's namespace. Refusals name each
+// object as its change did.
 func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, error) {
+	keyed := make([]Change, len(changes))
+	for i, ch := range changes {
+		ch.ID = ch.ID.Key(pl.Namespace)
+		keyed[i] = ch
+	}
+	edits, outcomes, err := pl.planAll(files, dir, keyed)
+	for i := range outcomes {
+		if r := outcomes[i].Refused; r != nil {
+			r.ID = changes[i].ID
+		}
+	}
+	return edits, outcomes, err
+}
+
+func (pl *Planner) planAll(files Files, dir string, changes []Change) ([]Edit, []Outcome, error) {
 	dir = clean(dir)
 	outcomes := make([]Outcome, len(changes))
 	cur, touched := maps.Clone(files), map[string]bool{}
 	if !HasKustomization(files, dir) {
 		for i, ch := range changes {
-			edits, verb, err := planPlain(cur, dir, ch)
+			edits, verb, err := pl.planPlain(cur, dir, ch)
 			if refused(err, ch.ID, &outcomes[i]) {
 				continue
 			}
@@ -147,7 +176,7 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 	}
 	var planned []int
 	for i, ch := range changes {
-		edits, verb, err := planOne(cur, dir, before, ch)
+		edits, verb, err := pl.planOne(cur, dir, before, ch)
 		if refused(err, ch.ID, &outcomes[i]) {
 			continue
 		}
@@ -178,7 +207,7 @@ func (pl *Planner) PlanAll(files Files, dir string, changes []Change) ([]Edit, [
 		if err != nil {
 			return nil, nil, err
 		}
-		edits, verb, err := planOne(cur, dir, base, changes[i])
+		edits, verb, err := pl.planOne(cur, dir, base, changes[i])
 		if err == nil {
 			next := maps.Clone(cur)
 			applyEdits(next, map[string]bool{}, edits)
@@ -237,21 +266,34 @@ func editsOf(files Files, touched map[string]bool) []Edit {
 
 // planOne plans one change against the render before, without checking,
 // and names what it does.
-func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, string, error) {
+func (pl *Planner) planOne(files Files, dir string, before []Object, ch Change) ([]Edit, string, error) {
 	match := sameObject
 	if ch.New == nil {
 		// A generated object under an older content hash goes when its
 		// applier prunes it: that is not the generator's deletion.
 		match = func(r, l ID) bool { return r == l }
 	}
-	i := slices.IndexFunc(before, func(o Object) bool { return match(o.ID, ch.ID) })
-	switch {
-	case i < 0 && ch.New == nil:
-		return nil, "", nil // gone already, or an older generation
-	case i < 0:
-		edits, err := planNew(files, dir, ch)
-		return edits, "create", err
+	var found []int
+	for i, o := range before {
+		if match(o.ID, ch.ID) || pl.Namespace == "" && ch.New != nil && MayBeSame(o.ID, ch.ID, "") {
+			found = append(found, i)
+		}
 	}
+	switch {
+	case len(found) == 0 && ch.New == nil:
+		return nil, "", nil // gone already, or an older generation
+	case len(found) == 0:
+		edits, err := pl.planNew(files, dir, ch)
+		return edits, "create", err
+	case len(found) > 1:
+		return nil, "", refuse(ch.ID, "the folder renders it more than once, from %s: remove all but one%s", sourcesOf(before, found), pl.fix())
+	case !match(before[found[0]].ID, ch.ID):
+		// A document without a namespace, in a folder whose applier's
+		// namespace is not known: it may be this object, or not.
+		return nil, "", refuse(ch.ID, "%s names no namespace, and the namespace the folder is applied into is not known%s",
+			before[found[0]].Source.File, pl.fix())
+	}
+	i := found[0]
 	verb := "update"
 	if ch.New == nil {
 		verb = "delete"
@@ -306,6 +348,24 @@ func planOne(files Files, dir string, before []Object, ch Change) ([]Edit, strin
 	return edits, verb, err
 }
 
+// fix says how to tell the planner the folder's namespace, when it does
+// not know it.
+func (pl *Planner) fix() string {
+	if pl.Namespace != "" {
+		return ""
+	}
+	return " (set the GitTarget's spec.targetNamespace to the namespace its applier puts documents without one into)"
+}
+
+// sourcesOf names the files the objects at idx come from.
+func sourcesOf(objs []Object, idx []int) string {
+	var files []string
+	for _, i := range idx {
+		files = append(files, objs[i].Source.File)
+	}
+	return strings.Join(files, " and ")
+}
+
 // sameObject matches a live object to a rendered one: a generated name's
 // content hash may differ, since the live object was made from an older
 // input.
@@ -327,12 +387,23 @@ func trimHash(name string) string {
 
 // planPlain writes a folder without kustomization: the object's document
 // where it is, or a new file at NewPath.
-func planPlain(files Files, dir string, ch Change) ([]Edit, string, error) {
-	docs, err := Documents(files, dir)
+func (pl *Planner) planPlain(files Files, dir string, ch Change) ([]Edit, string, error) {
+	docs, err := documentsIn(files, dir, pl.Namespace)
 	if err != nil {
 		return nil, "", err
 	}
 	loc, ok := docs[ch.ID]
+	if ok && ch.Old == nil && ch.New != nil {
+		// The state before is not known (a snapshot, a restart): the
+		// document stands in for it, and only what it sets counts, not the
+		// API server's defaults, an applier's labels or the namespace it
+		// leaves to its applier.
+		projected, err := projectYAML(ch.New, []byte(splitDocuments(files[loc.File])[loc.Index]))
+		if err != nil {
+			return nil, "", refuse(ch.ID, "reading %s: %v", loc.File, err)
+		}
+		ch.New = projected
+	}
 	if !ok {
 		if ch.New == nil {
 			return nil, "", nil
@@ -471,12 +542,19 @@ func joinDocuments(segs []string) []byte {
 }
 
 // planNew writes a new object as its own file, listed in resources: of
-// dir's kustomization.
-func planNew(files Files, dir string, ch Change) ([]Edit, error) {
+// dir's kustomization, as a person would write it there: without the
+// namespace the folder is applied into or its kustomization sets, and
+// without the kustomization's name prefix and suffix.
+func (pl *Planner) planNew(files Files, dir string, ch Change) ([]Edit, error) {
 	if !under(ch.NewPath, dir) {
 		return nil, refuse(ch.ID, "its new file %s is outside %s", ch.NewPath, dir)
 	}
 	kfile := KustomizationFile(files, dir)
+	doc, err := pl.asSource(files[kfile], ch.New)
+	if err != nil {
+		return nil, refuse(ch.ID, "%v", err)
+	}
+	ch.New = doc
 	rel := strings.TrimPrefix(ch.NewPath, strings.TrimSuffix(dir, "/")+"/")
 	if dir == "." {
 		rel = ch.NewPath
@@ -537,6 +615,14 @@ func (pl *Planner) verify(next Files, dir string, before []Object, changes []Cha
 	after, err := pl.render(next, dir)
 	if err != nil {
 		return refuse(changes[0].ID, "the folder no longer builds with the change: %v", err)
+	}
+	// Never a second copy of an object (feature R2): one the folder
+	// already renders twice is the user's to mend, and is refused when
+	// written (planOne).
+	if id, from := pl.twice(after); from != "" {
+		if _, already := pl.twice(before); already == "" {
+			return refuse(changes[0].ID, "writing it would render %s twice, from %s%s", id, from, pl.fix())
+		}
 	}
 	changeOf := func(id ID) (Change, bool) {
 		for _, ch := range changes {
@@ -698,4 +784,69 @@ func dataOf(doc []byte) (map[string]string, error) {
 		obj.Data = map[string]string{}
 	}
 	return obj.Data, nil
+}
+
+// asSource is a new object's document as the kustomization kdata would
+// render it into the live one: the namespace the folder supplies left out,
+// the name without the prefix and suffix kustomize adds.
+func (pl *Planner) asSource(kdata, live []byte) ([]byte, error) {
+	var k types.Kustomization
+	if err := kyaml.Unmarshal(kdata, &k); err != nil {
+		return nil, fmt.Errorf("reading the kustomization: %w", err)
+	}
+	node, err := kyaml.Parse(string(live))
+	if err != nil {
+		return nil, err
+	}
+	md, err := node.Pipe(kyaml.Lookup("metadata"))
+	if err != nil || md == nil {
+		return live, err
+	}
+	if ns, _ := md.GetString("namespace"); ns != "" && (ns == pl.Namespace || ns == k.Namespace) {
+		if _, err := md.Pipe(kyaml.Clear("namespace")); err != nil {
+			return nil, err
+		}
+	}
+	orig, _ := md.GetString("name")
+	name := orig
+	if k.NamePrefix != "" {
+		name = strings.TrimPrefix(name, k.NamePrefix)
+	}
+	if k.NameSuffix != "" {
+		name = strings.TrimSuffix(name, k.NameSuffix)
+	}
+	if name != "" && name != orig {
+		if err := md.PipeE(kyaml.SetField("name", kyaml.NewScalarRNode(name))); err != nil {
+			return nil, err
+		}
+	}
+	return []byte(node.MustString()), nil
+}
+
+// twice finds an object objs hold twice once applied into the planner's
+// namespace, and names the files of both; "" when there is none.
+func (pl *Planner) twice(objs []Object) (ID, string) {
+	seen := make(map[ID]Object, len(objs))
+	for _, o := range objs {
+		if p, ok := seen[o.ID]; ok {
+			return o.ID, p.Source.File + " and " + o.Source.File
+		}
+		seen[o.ID] = o
+	}
+	if pl.Namespace != "" {
+		return ID{}, ""
+	}
+	// The namespace is not known: a document without one may be any
+	// namespace's object of its name.
+	for _, o := range objs {
+		if o.ID.Namespace == "" {
+			continue
+		}
+		bare := o.ID
+		bare.Namespace = ""
+		if p, ok := seen[bare]; ok {
+			return o.ID, p.Source.File + " and " + o.Source.File
+		}
+	}
+	return ID{}, ""
 }

@@ -117,12 +117,14 @@ spec:
 `}, got)
 }
 
+// A new object is written as a person would write it there: the namespace
+// the kustomization sets is left to it.
 func TestANewObjectIsAFileListedInResources(t *testing.T) {
 	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: shop\ndata:\n  a: b\n"
 	got := planned(t, repo(t, "resources"), "site", Change{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "extra"}, New: []byte(doc),
 		NewPath: "site/shop/configmaps/extra.yaml"})
 	assert.Equal(t, map[string]string{
-		"site/shop/configmaps/extra.yaml": doc,
+		"site/shop/configmaps/extra.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\ndata:\n  a: b\n",
 		"site/kustomization.yaml": `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 namespace: shop

@@ -113,20 +113,40 @@ func (d *docIndex) wrote(changes map[string][]byte, known map[string]kustomize.I
 	}
 }
 
-// holds tells whether the file p holds id: a document at its layout path
-// stays the one written, even when a copy exists elsewhere.
-func (d *docIndex) holds(p string, id kustomize.ID) bool {
-	return slices.Contains(d.ids[p], id)
+// holds tells whether the file p holds id, in a folder applied into ns
+// (kustomize.ID.Key): a document at its layout path stays the one written,
+// even when a copy exists elsewhere.
+func (d *docIndex) holds(p string, id kustomize.ID, ns string) bool {
+	return slices.ContainsFunc(d.ids[p], func(h kustomize.ID) bool { return h.Key(ns) == id.Key(ns) })
 }
 
-// elsewhere is the file under base, other than p, that holds id.
-func (d *docIndex) elsewhere(id kustomize.ID, base, p string) string {
-	for _, q := range d.where[id] {
-		if q != p && under(q, base) {
-			return q
+// elsewhere is the file under base, other than p, that holds id in a
+// folder applied into ns: its document may name the namespace or leave it
+// to the applier.
+func (d *docIndex) elsewhere(id kustomize.ID, base, p, ns string) string {
+	ids := []kustomize.ID{id}
+	if ns != "" && id.Namespace == ns {
+		ids = append(ids, id.Key(ns))
+	}
+	for _, id := range ids {
+		for _, q := range d.where[id] {
+			if q != p && under(q, base) {
+				return q
+			}
 		}
 	}
 	return ""
+}
+
+// unnamespaced is a file under base, other than p, holding a document of
+// id's kind and name without a namespace: in a folder whose applier's
+// namespace is not known, it may be id's document or another's.
+func (d *docIndex) unnamespaced(id kustomize.ID, base, p string) string {
+	if id.Namespace == "" {
+		return ""
+	}
+	id.Namespace = ""
+	return d.elsewhere(id, base, p, "")
 }
 
 func idsOf(content []byte) []kustomize.ID {
@@ -251,7 +271,7 @@ func (w *Worker) sourceFiles(t *target, items []sourced, kustomized bool) (kusto
 		return files, nil
 	}
 	for _, it := range items {
-		if q := w.docs.elsewhere(it.change.ID, t.cfg.Path, it.layout); q != "" {
+		if q := w.docs.elsewhere(it.change.ID, t.cfg.Path, it.layout, t.cfg.Namespace); q != "" {
 			if err := add(q); err != nil {
 				return nil, err
 			}

@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +162,152 @@ func TestALayoutCopyStaysTheOneWritten(t *testing.T) {
 	c.step(shop.Window.Silence)
 	assert.Contains(t, c.remoteShow("site/shop/configmaps/web.yaml"), "color: red")
 	assert.Contains(t, c.remoteShow("site/apps/web.yaml"), "color: blue")
+}
+
+// sendObject sends a change of any object at its layout path.
+func (c *clocked) sendObject(tg Target, gvr schema.GroupVersionResource, kind, ns, name, content string, snapshot bool) {
+	c.t.Helper()
+	var body []byte
+	if content != "" {
+		body = []byte(content)
+	}
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, ns, name), Content: body,
+		Desc: kind + " " + ns + "/" + name, Seen: c.clock.Now(), GVR: gvr, Kind: kind, Namespace: ns, Name: name, Snapshot: snapshot})
+	c.settle()
+}
+
+var (
+	deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	services    = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+)
+
+// The most common layout there is: one file per object, no namespace in
+// them, the namespace left to the applier (Argo CD's destination.namespace,
+// Flux's targetNamespace, kubectl apply -n).
+var unnamespaced = map[string]string{
+	"site/web-deployment.yaml": `# The web tier.
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1 # scaled by hand in incidents
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+`,
+	"site/web-svc.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  ports:
+  - port: 80
+  selector:
+    app: web
+`,
+}
+
+// web is the live Deployment: the repository's with the namespace and what
+// the API server defaults.
+func web(replicas int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  progressDeadlineSeconds: 600
+  replicas: %d
+  revisionHistoryLimit: 10
+  selector:
+    matchLabels:
+      app: web
+  strategy:
+    type: RollingUpdate
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - image: nginx:1.27
+        imagePullPolicy: IfNotPresent
+        name: web
+      restartPolicy: Always
+`, replicas)
+}
+
+const webService = `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: shop
+spec:
+  clusterIP: 10.0.0.12
+  ports:
+  - port: 80
+    protocol: TCP
+    targetPort: 80
+  selector:
+    app: web
+  type: ClusterIP
+`
+
+// Feature R1, R2: a folder applied into shop whose documents name no
+// namespace. Its objects are matched there: the snapshot of a repository
+// that equals the cluster commits nothing, an edit lands in the user's
+// line without a namespace or defaults, a delete takes the user's file,
+// and no copy appears at a layout path.
+func TestAFolderWithoutNamespacesIsMatchedInItsTargetNamespace(t *testing.T) {
+	url, bare := seeded(t, unnamespaced)
+	tg := shop
+	tg.Namespace = "shop"
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	commits := c.commitCount()
+	c.sendObject(tg, deployments, "Deployment", "shop", "web", web(1), true)
+	c.sendObject(tg, services, "Service", "shop", "web", webService, true)
+	c.w.Synced(c.ctx, tg.Key, watch.Scope{GVR: deployments, Namespace: "shop"})
+	c.w.Synced(c.ctx, tg.Key, watch.Scope{GVR: services, Namespace: "shop"})
+	c.step(tg.Window.Silence)
+	assert.Equal(t, commits, c.commitCount(), "a repository equal to the cluster gets no commit")
+
+	c.sendObject(tg, deployments, "Deployment", "shop", "web", web(3), false)
+	c.step(tg.Window.Silence)
+	assert.Equal(t, strings.Replace(unnamespaced["site/web-deployment.yaml"], "replicas: 1", "replicas: 3", 1),
+		c.remoteShow("site/web-deployment.yaml")+"\n", "the scale lands in the user's line, comments kept, no namespace added")
+
+	c.sendObject(tg, services, "Service", "shop", "web", "", false)
+	c.step(tg.Window.Silence)
+	assert.ElementsMatch(t, []string{"site/web-deployment.yaml"}, c.remoteFiles(), "the delete takes the user's file; no layout copy")
+	c.rec.mu.Lock()
+	defer c.rec.mu.Unlock()
+	assert.Empty(t, c.rec.refusals)
+}
+
+// Feature R2: the folder's namespace is not known (no applier, no
+// spec.targetNamespace, rules over several namespaces). A document without
+// a namespace may be the object's: no copy is written beside it, and the
+// refusal names the fix.
+func TestWithoutItsNamespaceAnUnnamespacedDocumentIsNeverCopied(t *testing.T) {
+	url, bare := seeded(t, unnamespaced)
+	c := startClocked(t, url, shop)
+	c.bare = bare
+	commits := c.commitCount()
+	c.sendObject(shop, deployments, "Deployment", "shop", "web", web(2), false)
+	c.step(shop.Window.Silence)
+	assert.Equal(t, commits, c.commitCount(), "nothing written")
+	assert.ElementsMatch(t, []string{"site/web-deployment.yaml", "site/web-svc.yaml"}, c.remoteFiles())
+	c.rec.mu.Lock()
+	defer c.rec.mu.Unlock()
+	require.Len(t, c.rec.refusals, 1)
+	assert.Contains(t, c.rec.refusals[0], "Deployment shop/web may already be in site/web-deployment.yaml, which names no namespace: "+
+		"set the GitTarget's spec.targetNamespace")
 }

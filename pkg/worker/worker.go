@@ -69,6 +69,10 @@ type Target struct {
 	// Authors decides who made each change; nil authors everything as the
 	// committer.
 	Authors Attributor
+	// Namespace is the one the folder's applier puts namespaced documents
+	// without a namespace into, "" when it is not known: an object there
+	// keeps the document that leaves its namespace out (feature R1).
+	Namespace string
 	// Scopes are the streams that feed the target: a converge waits until
 	// each has delivered its initial state.
 	Scopes []watch.Scope
@@ -320,6 +324,7 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 			w.targets[t.Key] = cur
 		}
 		cur.cfg = t
+		cur.planner.Namespace = t.Namespace
 		w.setClaim(cur, t.Claim)
 	})
 }
@@ -832,11 +837,15 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			t.refused[p] = win.paths[p] + refusal
 			continue
 		}
+		if refusal := w.maybeTwice(t, p, held); refusal != "" {
+			t.refused[p] = win.paths[p] + refusal
+			continue
+		}
 		// Credentials are never written into kustomize sources, which would
 		// hold them in clear: a sealed document, and any Secret, keeps a
 		// document of its own.
 		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) &&
-			(kustomized || !w.docs.holds(p, id) && w.docs.elsewhere(id, t.cfg.Path, p) != "") {
+			(kustomized || !w.docs.holds(p, id, t.cfg.Namespace) && w.docs.elsewhere(id, t.cfg.Path, p, t.cfg.Namespace) != "") {
 			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
 			if held {
 				b, err := w.bytesOf(d)
@@ -930,14 +939,33 @@ func (w *Worker) sealedElsewhere(t *target, p string, d doc, held bool) string {
 		return ""
 	}
 	id, ok := w.idOf(t, p)
-	if !ok || w.docs.holds(p, id) {
+	if !ok || w.docs.holds(p, id, t.cfg.Namespace) {
 		delete(t.refused, p)
 		return ""
 	}
-	if q := w.docs.elsewhere(id, t.cfg.Path, p); q != "" {
+	if q := w.docs.elsewhere(id, t.cfg.Path, p, t.cfg.Namespace); q != "" {
 		return fmt.Sprintf(" is already in %s, which Reverser does not rewrite encrypted: move it to %s (git mv) to have it mirrored", q, p)
 	}
 	delete(t.refused, p)
+	return ""
+}
+
+// maybeTwice refuses a document for a folder that is not kustomized, whose
+// applier's namespace is not known, and that holds a document of the
+// object's kind and name without a namespace: written at its layout path,
+// it may be a second copy of that object (feature R2). "" writes it.
+func (w *Worker) maybeTwice(t *target, p string, held bool) string {
+	if !held || t.cfg.Namespace != "" || w.kustomized(t) {
+		return ""
+	}
+	id, ok := w.idOf(t, p)
+	if !ok || w.docs.holds(p, id, "") || w.docs.elsewhere(id, t.cfg.Path, p, "") != "" {
+		return ""
+	}
+	if q := w.docs.unnamespaced(id, t.cfg.Path, p); q != "" {
+		return fmt.Sprintf(" may already be in %s, which names no namespace: set the GitTarget's spec.targetNamespace to the namespace "+
+			"its applier puts documents without one into", q)
+	}
 	return ""
 }
 
