@@ -96,13 +96,15 @@ func (a *ArgoCD) Release(ctx context.Context, app Ref, claim string) error {
 	return nil
 }
 
-// HeldBy says whether claim holds the Application app.
-func (a *ArgoCD) HeldBy(ctx context.Context, app Ref, claim string) (bool, error) {
+// HeldBy says whether claim holds the Application app, and the namespace
+// Argo CD puts the documents without one into: spec.destination.namespace.
+func (a *ArgoCD) HeldBy(ctx context.Context, app Ref, claim string) (held bool, namespace string, err error) {
 	obj, err := a.Client.Resource(Applications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
 	if err != nil {
-		return false, fmt.Errorf("reading Application %s: %w", app, err)
+		return false, "", fmt.Errorf("reading Application %s: %w", app, err)
 	}
-	return slices.Contains(claimsOf(obj), claim), nil
+	namespace, _, _ = unstructured.NestedString(obj.Object, "spec", "destination", "namespace")
+	return slices.Contains(claimsOf(obj), claim), namespace, nil
 }
 
 // Application is one Argo CD Application as a branch worker's applier.

@@ -15,7 +15,8 @@ import (
 
 func application(name string, automated map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"source": map[string]any{"repoURL": "http://127.0.0.1/r.git", "path": "apps", "targetRevision": "main"}}}}
+		"source":      map[string]any{"repoURL": "http://127.0.0.1/r.git", "path": "apps", "targetRevision": "main"},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "shop"}}}}
 	if automated != nil {
 		_ = unstructured.SetNestedMap(u.Object, automated, "spec", "syncPolicy", "automated")
 	}
@@ -49,9 +50,10 @@ func TestAnArgoCDClaimTurnsAutomatedSyncOffAndGivesItBack(t *testing.T) {
 	require.NoError(t, a.TakeOver(ctx, app, "team/apps"))
 	_, found, _ := unstructured.NestedMap(a.get(t, "apps").Object, "spec", "syncPolicy", "automated")
 	assert.False(t, found, "automated sync off while held")
-	held, err := a.HeldBy(ctx, app, "team/apps")
+	held, ns, err := a.HeldBy(ctx, app, "team/apps")
 	require.NoError(t, err)
 	assert.True(t, held)
+	assert.Equal(t, "shop", ns, "documents without a namespace go to spec.destination.namespace")
 	require.NoError(t, a.TakeOver(ctx, app, "team/apps"), "idempotent")
 	assert.ErrorContains(t, a.TakeOver(ctx, app, "other/apps"), "is held by ArgoCDClaim team/apps")
 

@@ -114,14 +114,18 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string) error {
 	return nil
 }
 
-// HeldBy says whether claim holds the Kustomization ks: its claimed-by
-// annotation, which only TakeOver writes, names it.
-func (f *Flux) HeldBy(ctx context.Context, ks Ref, claim string) (bool, error) {
+// HeldBy says whether claim holds the Kustomization ks (its claimed-by
+// annotation, which only TakeOver writes, names it), and the namespace
+// Flux puts the documents of its folder into: spec.targetNamespace, ""
+// when unset (Flux then needs each document, or the folder's
+// kustomization, to name one).
+func (f *Flux) HeldBy(ctx context.Context, ks Ref, claim string) (held bool, namespace string, err error) {
 	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
-		return false, fmt.Errorf("reading Kustomization %s: %w", ks, err)
+		return false, "", fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
-	return slices.Contains(claimsOf(obj), claim), nil
+	namespace, _, _ = unstructured.NestedString(obj.Object, "spec", "targetNamespace")
+	return slices.Contains(claimsOf(obj), claim), namespace, nil
 }
 
 // hold adds claim to obj's holders, keeping the interval it had before its

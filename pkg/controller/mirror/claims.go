@@ -37,14 +37,15 @@ type heldClaim struct {
 // claim returns the applier the GitTarget's claim hands its worker: only a
 // claim the claims controller holds (its Held condition True, and the
 // applier object annotated for it), reached through the claim's own
-// KubeProvider. nil: the worker drives no applier.
-func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string) (*worker.Claim, error) {
+// KubeProvider. nil: the worker drives no applier. appliedInto is the
+// namespace that applier puts documents without one into ("" when it
+// does not say).
+func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string) (cl *worker.Claim, appliedInto string, err error) {
 	ref := gt.Spec.ApplierRef
 	if ref == nil {
-		return nil, nil
+		return nil, "", nil
 	}
 	var hc heldClaim
-	var err error
 	switch ref.Kind {
 	case v1.ApplierKindFluxClaim:
 		var fc *v1.FluxClaim
@@ -59,29 +60,29 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 				target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name}, catchUpAfter: ac.Spec.CatchUpAfter}
 		}
 	default:
-		return nil, nil
+		return nil, "", nil
 	}
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !meta.IsStatusConditionTrue(hc.status.Conditions, claims.ConditionHeld) || hc.meta.DeletionTimestamp != nil {
-		return nil, nil // the claim's own status says why
+		return nil, "", nil // the claim's own status says why
 	}
 	kp, err := c.kps.Get(hc.kubeProvider)
 	if err != nil {
-		return nil, nil // released by the claims controller, which says why
+		return nil, "", nil // released by the claims controller, which says why
 	}
 	src, err := c.source(ctx, kp)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	annotated := hc.meta.Namespace + "/" + hc.meta.Name
-	cl := &worker.Claim{Key: claims.Key(ref.Kind, hc.meta.Namespace, hc.meta.Name), Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll}
+	cl = &worker.Claim{Key: claims.Key(ref.Kind, hc.meta.Namespace, hc.meta.Name), Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll}
 	var holder interface {
-		HeldBy(ctx context.Context, ref applier.Ref, claim string) (bool, error)
+		HeldBy(ctx context.Context, ref applier.Ref, claim string) (bool, string, error)
 	}
 	var identities []string
 	if ref.Kind == v1.ApplierKindFluxClaim {
@@ -96,14 +97,14 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	// Held is the claim's status, which whoever may write it could forge;
 	// the applier object's claimed-by annotation only the claims controller
 	// writes, with its own rights, after checking the claim's author.
-	held, err := holder.HeldBy(ctx, hc.target, annotated)
+	held, appliedInto, err := holder.HeldBy(ctx, hc.target, annotated)
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
 		// A moment's failure keeps the worker's claim as it is (the caller
 		// leaves the mirror running), rather than dropping its waiting saves.
-		return nil, err
+		return nil, "", err
 	case err != nil || !held:
-		return nil, nil // the claims controller says why in the claim's status
+		return nil, "", nil // the claims controller says why in the claim's status
 	}
 	if hc.catchUpAfter != nil {
 		cl.CatchUpAfter = hc.catchUpAfter.Duration
@@ -116,7 +117,7 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	if report := c.cfg.ClaimReports; report != nil {
 		cl.Report = func(r worker.ApplyReport) { report(cl.Key, r) }
 	}
-	return cl, nil
+	return cl, appliedInto, nil
 }
 
 // barrier answers an apply window's barrier for the GitTarget key once

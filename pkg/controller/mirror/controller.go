@@ -558,7 +558,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if restart {
 		c.teardown(key)
 	}
-	claim, err := c.claim(ctx, gt, gp.Spec.AuthorEmailDomain)
+	claim, appliedInto, err := c.claim(ctx, gt, gp.Spec.AuthorEmailDomain)
 	if err != nil {
 		c.release(wkey)
 		return asProblem(err, "SourceUnreachable")
@@ -575,6 +575,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	src.informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
 	w.SetTarget(ctx, worker.Target{
 		Key:         key,
+		Namespace:   targetNamespace(appliedInto, gt.Spec.TargetNamespace, scopes),
 		Scopes:      scopes,
 		Claim:       claim,
 		Path:        gt.Spec.Path,
@@ -1120,4 +1121,27 @@ func (c *Controller) Saver(target string) (t commitrequest.SaveTarget, ok bool) 
 		return t, false
 	}
 	return commitrequest.SaveTarget{Saver: rw.Worker, Domain: m.domain, Unnamed: m.unnamed}, true
+}
+
+// targetNamespace is the namespace the GitTarget's folder is applied into
+// (feature R1): the claimed applier's, else spec.targetNamespace, else the
+// one namespace every namespaced scope reads; "" when none is known.
+func targetNamespace(appliedInto, spec string, scopes []watch.Scope) string {
+	if appliedInto != "" {
+		return appliedInto
+	}
+	if spec != "" {
+		return spec
+	}
+	only := ""
+	for _, s := range scopes {
+		switch {
+		case s.Namespace == "":
+			continue // cluster-scoped: no namespace to leave out
+		case s.Namespace == "*" || only != "" && s.Namespace != only:
+			return ""
+		}
+		only = s.Namespace
+	}
+	return only
 }

@@ -258,3 +258,29 @@ func TestRulesAreCheckedSideBySide(t *testing.T) {
 	})
 	assert.EqualError(t, err, "the API server is down")
 }
+
+// Feature R1: the namespace a folder is applied into comes from the
+// claimed applier, else the GitTarget, else the rules' one namespace.
+func TestTargetNamespace(t *testing.T) {
+	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	ns := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	one := []watch.Scope{{GVR: cm, Namespace: "shop"}, {GVR: ns}}
+	two := []watch.Scope{{GVR: cm, Namespace: "shop"}, {GVR: cm, Namespace: "blog"}}
+	all := []watch.Scope{{GVR: cm, Namespace: "*"}}
+	for _, tc := range []struct {
+		name, appliedInto, spec string
+		scopes                  []watch.Scope
+		want                    string
+	}{
+		{"the applier's first", "apps", "web", one, "apps"},
+		{"then the GitTarget's", "", "web", one, "web"},
+		{"then the rules' one namespace, cluster scopes aside", "", "", one, "shop"},
+		{"rules over two namespaces tell none", "", "", two, ""},
+		{"rules over every namespace tell none", "", "", all, ""},
+		{"cluster scopes only tell none", "", "", []watch.Scope{{GVR: ns}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, targetNamespace(tc.appliedInto, tc.spec, tc.scopes))
+		})
+	}
+}

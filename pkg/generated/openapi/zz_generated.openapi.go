@@ -4392,6 +4392,13 @@ func schema_pkg_apis_reverser_v1alpha1_GitTargetSpec(ref common.ReferenceCallbac
 							Ref:         ref(v1alpha1.EncryptionSpec{}.OpenAPIModelName()),
 						},
 					},
+					"targetNamespace": {
+						SchemaProps: spec.SchemaProps{
+							Description: "targetNamespace is the namespace your applier puts namespaced documents without a namespace into (Argo CD's spec.destination.namespace, Flux's spec.targetNamespace, kubectl apply -n). Such a document is matched to the object of its name in that namespace, and no namespace is ever written into it. Omitted, it is the claimed applier's, else the one namespace every rule reads; with none known, a document without a namespace is never copied but refused by name.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"kubeProviderRef", "gitProviderRef", "branch"},
 			},

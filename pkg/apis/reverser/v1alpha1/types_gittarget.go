@@ -94,6 +94,16 @@ type GitTargetSpec struct {
 	// encryption writes Secrets encrypted. Without it Secrets are never mirrored.
 	// +optional
 	Encryption *EncryptionSpec `json:"encryption,omitempty"`
+	// targetNamespace is the namespace your applier puts namespaced
+	// documents without a namespace into (Argo CD's
+	// spec.destination.namespace, Flux's spec.targetNamespace, kubectl
+	// apply -n). Such a document is matched to the object of its name in
+	// that namespace, and no namespace is ever written into it. Omitted, it
+	// is the claimed applier's, else the one namespace every rule reads;
+	// with none known, a document without a namespace is never copied but
+	// refused by name.
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
 }
 
 // CommitSpec configures commits of a GitTarget.

@@ -319,6 +319,9 @@ func ValidateGitTargetSpec(spec *reverser.GitTargetSpec, fld *field.Path) field.
 		}
 		errs = append(errs, validateName(ref.Name, fld.Child("applierRef", "name"))...)
 	}
+	if spec.TargetNamespace != "" {
+		errs = append(errs, validateNamespaceName(spec.TargetNamespace, fld.Child("targetNamespace"))...)
+	}
 	if enc := spec.Encryption; enc != nil {
 		rf := fld.Child("encryption", "sops", "ageRecipients")
 		if len(enc.SOPS.AgeRecipients) == 0 {

@@ -106,6 +106,10 @@ func TestValidateGitTargetSpec(t *testing.T) {
 		{"no age recipient", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{}
 		}, []string{"spec.encryption.sops.ageRecipients"}},
+		{"a target namespace that is no namespace name", func(s *reverser.GitTargetSpec) {
+			s.TargetNamespace = "Shop_1"
+		}, []string{"spec.targetNamespace"}},
+		{"a target namespace", func(s *reverser.GitTargetSpec) { s.TargetNamespace = "shop" }, []string{}},
 		{"an age1 prefix that is no key", func(s *reverser.GitTargetSpec) {
 			s.Encryption = &reverser.EncryptionSpec{SOPS: reverser.SOPSEncryption{AgeRecipients: []string{"age1qqq"}}}
 		}, []string{"spec.encryption.sops.ageRecipients[0]"}},

@@ -44,6 +44,15 @@ type GitTargetSpecApplyConfiguration struct {
 	ApplierRef *ApplierReferenceApplyConfiguration `json:"applierRef,omitempty"`
 	// encryption writes Secrets encrypted. Without it Secrets are never mirrored.
 	Encryption *EncryptionSpecApplyConfiguration `json:"encryption,omitempty"`
+	// targetNamespace is the namespace your applier puts namespaced
+	// documents without a namespace into (Argo CD's
+	// spec.destination.namespace, Flux's spec.targetNamespace, kubectl
+	// apply -n). Such a document is matched to the object of its name in
+	// that namespace, and no namespace is ever written into it. Omitted, it
+	// is the claimed applier's, else the one namespace every rule reads;
+	// with none known, a document without a namespace is never copied but
+	// refused by name.
+	TargetNamespace *string `json:"targetNamespace,omitempty"`
 }
 
 // GitTargetSpecApplyConfiguration constructs a declarative configuration of the GitTargetSpec type for use with
@@ -136,5 +145,13 @@ func (b *GitTargetSpecApplyConfiguration) WithApplierRef(value *ApplierReference
 // If called multiple times, the Encryption field is set to the value of the last call.
 func (b *GitTargetSpecApplyConfiguration) WithEncryption(value *EncryptionSpecApplyConfiguration) *GitTargetSpecApplyConfiguration {
 	b.Encryption = value
+	return b
+}
+
+// WithTargetNamespace sets the TargetNamespace field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TargetNamespace field is set to the value of the last call.
+func (b *GitTargetSpecApplyConfiguration) WithTargetNamespace(value string) *GitTargetSpecApplyConfiguration {
+	b.TargetNamespace = &value
 	return b
 }
