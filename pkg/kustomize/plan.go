@@ -411,7 +411,11 @@ func (pl *Planner) planPlain(files Files, dir string, ch Change) ([]Edit, string
 		if ch.NewPath == "" {
 			return nil, "", refuse(ch.ID, "it is new and no path was given for it")
 		}
-		return []Edit{{File: ch.NewPath, Content: ch.New}}, "create", nil
+		doc, err := pl.asSource(nil, ch.New)
+		if err != nil {
+			return nil, "", refuse(ch.ID, "%v", err)
+		}
+		return []Edit{{File: ch.NewPath, Content: doc}}, "create", nil
 	}
 	edits, err := spliceDocument(files, loc, ch)
 	verb := map[bool]string{true: "delete", false: "update"}[ch.New == nil]
@@ -786,13 +790,15 @@ func dataOf(doc []byte) (map[string]string, error) {
 	return obj.Data, nil
 }
 
-// asSource is a new object's document as the kustomization kdata would
-// render it into the live one: the namespace the folder supplies left out,
+// asSource is a new object's document as the kustomization kdata (nil: a
+// folder kustomize does not build) would render it into the live one: the namespace the folder supplies left out,
 // the name without the prefix and suffix kustomize adds.
 func (pl *Planner) asSource(kdata, live []byte) ([]byte, error) {
 	var k types.Kustomization
-	if err := kyaml.Unmarshal(kdata, &k); err != nil {
-		return nil, fmt.Errorf("reading the kustomization: %w", err)
+	if kdata != nil {
+		if err := kyaml.Unmarshal(kdata, &k); err != nil {
+			return nil, fmt.Errorf("reading the kustomization: %w", err)
+		}
 	}
 	node, err := kyaml.Parse(string(live))
 	if err != nil {

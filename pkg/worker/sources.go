@@ -176,6 +176,48 @@ func (w *Worker) kustomized(t *target) bool {
 	return false
 }
 
+// sourced tells whether a change of a folder kustomize does not build goes
+// through kustomize.PlanAll: its object's document is in another file of
+// the folder, or it is new in a folder people lay out themselves.
+func (w *Worker) sourced(t *target, p string, id kustomize.ID, held bool) bool {
+	if w.docs.holds(p, id, t.cfg.Namespace) {
+		return false // a document at its layout path stays the one written
+	}
+	if w.docs.elsewhere(id, t.cfg.Path, p, t.cfg.Namespace) != "" {
+		return true
+	}
+	_, inGit := w.index[p]
+	return held && !inGit && w.flat(t)
+}
+
+// flat tells whether people lay the target's folder out themselves: it
+// holds documents of objects at its top, where the layout puts none (an
+// Argo CD app's folder, a folder of kubectl apply -f).
+func (w *Worker) flat(t *target) bool {
+	top := path.Clean("./" + strings.Trim(t.cfg.Path, "/"))
+	for p := range w.docs.ids {
+		if path.Dir(p) == top {
+			return true
+		}
+	}
+	return false
+}
+
+// newPath is where a new object's document goes: in a folder people lay
+// out themselves or kustomize builds, a file of its own at the folder's
+// top, named as people name them there (<name>-<kind>.yaml); elsewhere, or
+// when that name is taken, its layout path p.
+func (w *Worker) newPath(t *target, p string, id kustomize.ID, kustomized bool) string {
+	if !kustomized && !w.flat(t) {
+		return p
+	}
+	q := path.Join(t.cfg.Path, id.Name+"-"+strings.ToLower(id.Kind)+".yaml")
+	if _, taken := w.index[q]; taken {
+		return p
+	}
+	return q
+}
+
 // sourced is one change that goes through kustomize.PlanAll.
 type sourced struct {
 	layout string

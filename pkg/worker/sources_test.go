@@ -84,9 +84,9 @@ func TestAKustomizedFolderIsEditedAsSource(t *testing.T) {
 	c.step(shop.Window.Silence)
 	assert.Equal(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: red # the brand's",
 		c.remoteShow("site/settings.yaml"), "the live change, not the namespace or the applier's label")
-	assert.Equal(t, "namespace: shop\nresources:\n- settings.yaml # the settings\n- shop/configmaps/extra.yaml",
-		c.remoteShow("site/kustomization.yaml"), "a new object is listed in resources:")
-	assert.ElementsMatch(t, []string{"site/kustomization.yaml", "site/settings.yaml", "site/shop/configmaps/extra.yaml"}, c.remoteFiles())
+	assert.Equal(t, "namespace: shop\nresources:\n- settings.yaml # the settings\n- extra-configmap.yaml",
+		c.remoteShow("site/kustomization.yaml"), "a new object is a file beside the kustomization, listed in resources:")
+	assert.ElementsMatch(t, []string{"site/kustomization.yaml", "site/settings.yaml", "site/extra-configmap.yaml"}, c.remoteFiles())
 	assert.Empty(t, c.rec.refusals)
 }
 
@@ -110,7 +110,7 @@ func TestWhatCannotBeWrittenIsRefusedByNameAndTheRestIsCommitted(t *testing.T) {
 	require.Len(t, refusals, 1)
 	assert.Contains(t, refusals[0], "ConfigMap/shop/settings cannot be written")
 	assert.Contains(t, c.remoteShow("site/settings.yaml"), "color: green", "nothing is written for the refused object")
-	assert.Contains(t, c.remoteFiles(), "site/shop/configmaps/extra.yaml", "the rest of that commit is not lost")
+	assert.Contains(t, c.remoteFiles(), "site/extra-configmap.yaml", "the rest of that commit is not lost")
 
 	// The object changes back to what the repository says: the refusal goes.
 	c.sendTo(shop, "settings", configMap("settings", "blue"), false)
@@ -285,8 +285,16 @@ func TestAFolderWithoutNamespacesIsMatchedInItsTargetNamespace(t *testing.T) {
 		c.remoteShow("site/web-deployment.yaml")+"\n", "the scale lands in the user's line, comments kept, no namespace added")
 
 	c.sendObject(tg, services, "Service", "shop", "web", "", false)
+	c.sendTo(tg, "fresh", configMap("fresh", "white"), false)
 	c.step(tg.Window.Silence)
-	assert.ElementsMatch(t, []string{"site/web-deployment.yaml"}, c.remoteFiles(), "the delete takes the user's file; no layout copy")
+	assert.ElementsMatch(t, []string{"site/web-deployment.yaml", "site/fresh-configmap.yaml"}, c.remoteFiles(),
+		"the delete takes the user's file; a new object gets a file of its own beside the others, not at a layout path")
+	assert.Equal(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fresh\ndata:\n  color: white", c.remoteShow("site/fresh-configmap.yaml"),
+		"without the namespace the folder leaves to its applier")
+
+	c.sendTo(tg, "fresh", configMap("fresh", "black"), false)
+	c.step(tg.Window.Silence)
+	assert.Contains(t, c.remoteShow("site/fresh-configmap.yaml"), "color: black", "its next edit finds it there")
 	c.rec.mu.Lock()
 	defer c.rec.mu.Unlock()
 	assert.Empty(t, c.rec.refusals)

@@ -844,9 +844,8 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		// Credentials are never written into kustomize sources, which would
 		// hold them in clear: a sealed document, and any Secret, keeps a
 		// document of its own.
-		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) &&
-			(kustomized || !w.docs.holds(p, id, t.cfg.Namespace) && w.docs.elsewhere(id, t.cfg.Path, p, t.cfg.Namespace) != "") {
-			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: p}
+		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) && (kustomized || w.sourced(t, p, id, held)) {
+			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: w.newPath(t, p, id, kustomized)}
 			if held {
 				b, err := w.bytesOf(d)
 				if err != nil {

@@ -133,7 +133,7 @@ func TestAChangeTheRepositoryCannotTakeIsRefusedByName(t *testing.T) {
 			`jsonpath={.status.conditions[?(@.type=="Stalled")].reason} {.status.conditions[?(@.type=="Stalled")].message}`)
 		return strings.HasPrefix(out, "WriteRefused ") && strings.Contains(out, "ConfigMap/"+f.ns+"/app cannot be written"), err
 	})
-	f.waitFile(mirrorPath+"/kustomization.yaml", func(s string) bool { return strings.Contains(s, "fresh.yaml") }, "the other change committed")
+	f.waitFile(mirrorPath+"/kustomization.yaml", func(s string) bool { return strings.Contains(s, "fresh-configmap.yaml") }, "the other change committed")
 	assert.NotContains(t, f.file(mirrorPath+"/app.yaml"), "hello", "nothing written for the refused object")
 
 	kubectlOK(t, alice, "", "patch", "configmap", "app", "-n", f.ns, "--type=merge", "-p", `{"data":{"greeting":"hi"}}`)
