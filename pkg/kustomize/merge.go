@@ -36,8 +36,13 @@ func carry(src *kyaml.RNode, rendered, live any) error {
 			if field == nil {
 				// A field the render has but the source lacks comes from a
 				// transformer: writing it into the source would not be the
-				// live change. The render check finds those.
-				if _, fromRender := r[k]; fromRender {
+				// live change. The render check finds those. A map the
+				// transformer fills (labels, annotations) takes what the live
+				// change adds beside it, in a map of the source's own.
+				if rv, fromRender := r[k]; fromRender {
+					if err := carryBeside(src, k, rv, l[k]); err != nil {
+						return fmt.Errorf("%s: %w", k, err)
+					}
 					continue
 				}
 				n, err := nodeOf(l[k])
@@ -98,4 +103,22 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// carryBeside writes into a new map k of src what live adds to rendered, a
+// map a transformer made; nothing when the change is not that.
+func carryBeside(src *kyaml.RNode, k string, rendered, live any) error {
+	r, rok := rendered.(map[string]any)
+	l, lok := live.(map[string]any)
+	if !rok || !lok || reflect.DeepEqual(r, l) {
+		return nil
+	}
+	n := kyaml.NewMapRNode(nil)
+	if err := carry(n, r, l); err != nil {
+		return err
+	}
+	if len(n.Content()) == 0 {
+		return nil
+	}
+	return src.PipeE(kyaml.SetField(k, n))
 }

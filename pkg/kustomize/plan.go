@@ -485,7 +485,7 @@ func spliceDocument(files Files, loc Location, ch Change) ([]Edit, error) {
 		if len(segs) == 0 {
 			return []Edit{{File: loc.File}}, nil
 		}
-		return []Edit{{File: loc.File, Content: joinDocuments(segs)}}, nil
+		return []Edit{{File: loc.File, Content: joinDocuments(files[loc.File], segs)}}, nil
 	}
 	src, err := kyaml.Parse(segs[loc.Index])
 	if err != nil {
@@ -502,11 +502,14 @@ func spliceDocument(files Files, loc Location, ch Change) ([]Edit, error) {
 	if err := kyaml.Unmarshal(ch.New, &after); err != nil {
 		return nil, err
 	}
+	if reflect.DeepEqual(before, after) {
+		return nil, nil // nothing changed: the file stays as its author wrote it
+	}
 	if err := carry(src, before, after); err != nil {
 		return nil, refuse(ch.ID, "%v", err)
 	}
 	segs[loc.Index] = src.MustString()
-	content := joinDocuments(segs)
+	content := joinDocuments(files[loc.File], segs)
 	if bytes.Equal(content, files[loc.File]) {
 		return nil, nil
 	}
@@ -531,8 +534,13 @@ func splitDocuments(data []byte) []string {
 	return slices.DeleteFunc(segs, func(s string) bool { return strings.TrimSpace(s) == "" })
 }
 
-func joinDocuments(segs []string) []byte {
+// joinDocuments joins segs as the file orig separated its documents: a
+// leading "---" stays.
+func joinDocuments(orig []byte, segs []string) []byte {
 	var b strings.Builder
+	if first, _, _ := strings.Cut(string(orig), "\n"); strings.TrimRight(first, " \t\r") == "---" {
+		b.WriteString(first + "\n")
+	}
 	for i, s := range segs {
 		if i > 0 {
 			b.WriteString("---\n")

@@ -476,3 +476,43 @@ func TestAPlanNeverWritesOutsideItsFolder(t *testing.T) {
 		assert.True(t, strings.HasPrefix(f, "site/"), "%s is outside site", f)
 	}
 }
+
+// A file that starts with "---" keeps it, and a document whose object did
+// not change is not rewritten, however its author formatted it.
+func TestAFileKeepsItsLeadingSeparatorAndItsFormat(t *testing.T) {
+	file := "---\n# Flags.\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: flags}\ndata:\n    beta: \"false\"\n---\n" +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\ndata: {a: b}\n"
+	files := Files{"apps/flags.yaml": []byte(file)}
+	live := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: flags\n  namespace: shop\n  uid: x\ndata:\n  beta: \"false\"\n"
+	pl := &Planner{Namespace: "shop"}
+	edits, outcomes, err := pl.PlanAll(files, "apps", []Change{{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "flags"}, New: []byte(live)}})
+	require.NoError(t, err)
+	assert.Nil(t, outcomes[0].Refused)
+	assert.Empty(t, edits, "the snapshot of an unchanged object writes nothing")
+
+	edits, _, err = pl.PlanAll(files, "apps", []Change{{ID: ID{Kind: "ConfigMap", Namespace: "shop", Name: "other"}}})
+	require.NoError(t, err)
+	require.Len(t, edits, 1)
+	assert.True(t, strings.HasPrefix(string(edits[0].Content), "---\n# Flags.\n"), "the leading separator stays:\n%s", edits[0].Content)
+}
+
+// A label a person adds live to an object whose labels the kustomization's
+// labels: transformer sets goes into the document, without the
+// transformer's.
+func TestALabelBesideATransformersLabelsIsWritten(t *testing.T) {
+	files := Files{
+		"app/kustomization.yaml": []byte("labels:\n- pairs:\n    part-of: store\nresources:\n- base\n"),
+		"app/base/kustomization.yaml": []byte("resources:\n- cart.yaml\n"),
+		"app/base/cart.yaml":          []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: cart # the cart\nspec:\n  ports:\n  - port: 80\n"),
+	}
+	pl := &Planner{Namespace: "shop"}
+	cart := ID{Kind: "Service", Namespace: "shop", Name: "cart"}
+	old := "apiVersion: v1\nkind: Service\nmetadata:\n  name: cart\n  namespace: shop\n  labels: {part-of: store}\nspec:\n  ports:\n  - port: 80\n"
+	live := strings.Replace(old, "{part-of: store}", "{part-of: store, tier: back}", 1)
+	edits, outcomes, err := pl.PlanAll(files, "app", []Change{{ID: cart, Old: []byte(old), New: []byte(live)}})
+	require.NoError(t, err)
+	require.Nil(t, outcomes[0].Refused)
+	require.Len(t, edits, 1)
+	assert.Equal(t, "apiVersion: v1\nkind: Service\nmetadata:\n  name: cart # the cart\n  labels:\n    tier: back\nspec:\n  ports:\n  - port: 80\n",
+		string(edits[0].Content))
+}

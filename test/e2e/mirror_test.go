@@ -50,6 +50,7 @@ type mirrorOptions struct {
 	// kubeProvider replaces the audited "local" provider by another inCluster
 	// one whose audit route never receives events.
 	kubeProvider string
+	// targetSpec may say ${NAMESPACE} for the namespace mirrored.
 	// seed, when set, runs before the GitTarget exists: the repository
 	// and the cluster people had before Reverser.
 	seed func(f *mirrorFixture)
@@ -84,6 +85,7 @@ func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 	if private {
 		url = strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
 	}
+	extraSpec = strings.ReplaceAll(extraSpec, "${NAMESPACE}", ns)
 	provider := fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
 metadata: {name: %s}
