@@ -501,7 +501,7 @@ func TestAFileKeepsItsLeadingSeparatorAndItsFormat(t *testing.T) {
 // transformer's.
 func TestALabelBesideATransformersLabelsIsWritten(t *testing.T) {
 	files := Files{
-		"app/kustomization.yaml": []byte("labels:\n- pairs:\n    part-of: store\nresources:\n- base\n"),
+		"app/kustomization.yaml":      []byte("labels:\n- pairs:\n    part-of: store\nresources:\n- base\n"),
 		"app/base/kustomization.yaml": []byte("resources:\n- cart.yaml\n"),
 		"app/base/cart.yaml":          []byte("apiVersion: v1\nkind: Service\nmetadata:\n  name: cart # the cart\nspec:\n  ports:\n  - port: 80\n"),
 	}
