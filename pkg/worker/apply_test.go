@@ -552,3 +552,33 @@ func TestABarrierThatIsNeverAnsweredLapses(t *testing.T) {
 	c.settle()
 	assert.Equal(t, failed+1, testutil.ToFloat64(metrics.ApplyWindowBarriers.WithLabelValues("failed")))
 }
+
+// TestAFolderTheApplierHasNotAppliedIsAdoptedNotDeleted (R3): Git holds
+// documents the applier never applied, and the cluster lacks them when
+// the target starts. Nothing is deleted from Git: the Startup converge
+// applies them, and the object only the cluster has is mirrored.
+func TestAFolderTheApplierHasNotAppliedIsAdoptedNotDeleted(t *testing.T) {
+	c, tg, a, _ := claimedOn(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 1\n",
+		"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"})
+	seed := c.git(c.bare, "rev-parse", "main")
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/c.yaml", Content: []byte("c: 1\n"),
+		Desc: "ConfigMap demo/c", Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true})
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	sent, applied := a.sent()
+	require.Equal(t, 1, sent, "the Startup converge")
+	assert.Equal(t, 1, applied)
+	c.changeBy(tg, "a", "flux", "a: 1") // the apply's echoes
+	c.changeBy(tg, "b", "flux", "b: 1")
+	c.step(time.Minute)
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "never deleted")
+	assert.Equal(t, "b: 1", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"), "never deleted")
+	assert.Equal(t, "c: 1", c.remoteShow("clusters/dev/demo/configmaps/c.yaml"))
+	assert.Equal(t, []string{"Foreign|seed", "snapshot|Reverser: create ConfigMap demo/c"}, c.log(), "no commit deletes anything")
+	c.git(c.bare, "merge-base", "--is-ancestor", seed, "main")
+
+	// A delete somebody makes is written as always.
+	c.changeBy(tg, "b", "alice", "")
+	c.step(time.Minute)
+	assert.NotContains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/b.yaml")
+}

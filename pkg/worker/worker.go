@@ -439,9 +439,15 @@ func allSynced(t *target) bool {
 // sweepTarget removes, with PruneAlways, the documents in synced scopes that
 // the cluster does not hold. It needs the head's files, so it runs once the
 // worker has fetched, and again after every reset.
+//
+// A claimed target is never swept (feature R3): its applier makes the
+// cluster hold what Git holds, so a document the cluster lacks is one the
+// applier has not applied yet (a folder adopted before its first apply, a
+// failed apply), not one somebody deleted. Only an observed delete removes
+// it.
 func (w *Worker) sweepTarget(t *target) {
 	t.sweep = false
-	if !t.cfg.PruneAlways {
+	if !t.cfg.PruneAlways || t.apply != nil {
 		return
 	}
 	for p := range w.index {
