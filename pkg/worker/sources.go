@@ -178,8 +178,8 @@ func (w *Worker) kustomized(t *target) bool {
 
 // sourced tells whether a change of a folder kustomize does not build goes
 // through kustomize.PlanAll: its object's document is in another file of
-// the folder, or it is new in a folder people lay out themselves.
-func (w *Worker) sourced(t *target, p string, id kustomize.ID, held bool) bool {
+// the folder, or it is new in a folder people lay out themselves (flat).
+func (w *Worker) sourced(t *target, p string, id kustomize.ID, held, flat bool) bool {
 	if w.docs.holds(p, id, t.cfg.Namespace) {
 		return false // a document at its layout path stays the one written
 	}
@@ -187,12 +187,13 @@ func (w *Worker) sourced(t *target, p string, id kustomize.ID, held bool) bool {
 		return true
 	}
 	_, inGit := w.index[p]
-	return held && !inGit && w.flat(t)
+	return held && !inGit && flat
 }
 
 // flat tells whether people lay the target's folder out themselves: it
 // holds documents of objects at its top, where the layout puts none (an
-// Argo CD app's folder, a folder of kubectl apply -f).
+// Argo CD app's folder, a folder of kubectl apply -f). It reads the whole
+// index: once per commit.
 func (w *Worker) flat(t *target) bool {
 	top := path.Clean("./" + strings.Trim(t.cfg.Path, "/"))
 	for p := range w.docs.ids {
@@ -204,11 +205,11 @@ func (w *Worker) flat(t *target) bool {
 }
 
 // newPath is where a new object's document goes: in a folder people lay
-// out themselves or kustomize builds, a file of its own at the folder's
-// top, named as people name them there (<name>-<kind>.yaml); elsewhere, or
-// when that name is taken, its layout path p.
-func (w *Worker) newPath(t *target, p string, id kustomize.ID, kustomized bool) string {
-	if !kustomized && !w.flat(t) {
+// out themselves or kustomize builds (atTop), a file of its own at the
+// folder's top, named as people name them there (<name>-<kind>.yaml);
+// elsewhere, or when that name is taken, its layout path p.
+func (w *Worker) newPath(t *target, p string, id kustomize.ID, atTop bool) string {
+	if !atTop {
 		return p
 	}
 	q := path.Join(t.cfg.Path, id.Name+"-"+strings.ToLower(id.Kind)+".yaml")

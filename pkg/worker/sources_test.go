@@ -314,8 +314,21 @@ func TestWithoutItsNamespaceAnUnnamespacedDocumentIsNeverCopied(t *testing.T) {
 	assert.Equal(t, commits, c.commitCount(), "nothing written")
 	assert.ElementsMatch(t, []string{"site/web-deployment.yaml", "site/web-svc.yaml"}, c.remoteFiles())
 	c.rec.mu.Lock()
-	defer c.rec.mu.Unlock()
 	require.Len(t, c.rec.refusals, 1)
 	assert.Contains(t, c.rec.refusals[0], "Deployment shop/web may already be in site/web-deployment.yaml, which names no namespace: "+
 		"set the GitTarget's spec.targetNamespace")
+	c.rec.mu.Unlock()
+
+	// The fix the refusal names: the object's next change lands in the
+	// user's file, and the refusal goes.
+	tg := shop
+	tg.Namespace = "shop"
+	c.w.SetTarget(c.ctx, tg)
+	c.sendObject(tg, deployments, "Deployment", "shop", "web", web(3), false)
+	c.step(tg.Window.Silence)
+	assert.Contains(t, c.remoteShow("site/web-deployment.yaml"), "replicas: 3 # scaled by hand in incidents")
+	assert.ElementsMatch(t, []string{"site/web-deployment.yaml", "site/web-svc.yaml"}, c.remoteFiles())
+	c.rec.mu.Lock()
+	defer c.rec.mu.Unlock()
+	assert.Empty(t, c.rec.refusals)
 }

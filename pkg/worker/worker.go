@@ -833,6 +833,8 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	changes := map[string][]byte{}
 	var lines []string
 	kustomized := w.kustomized(t)
+	// flat: people lay the folder out themselves (sources.go).
+	flat := !kustomized && w.flat(t)
 	// The objects of the layout documents written, so that indexing them
 	// needs no parsing.
 	known := map[string]kustomize.ID{}
@@ -843,15 +845,15 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			t.refused[p] = win.paths[p] + refusal
 			continue
 		}
-		if refusal := w.maybeTwice(t, p, held); refusal != "" {
+		if refusal := w.maybeTwice(t, p, held, kustomized); refusal != "" {
 			t.refused[p] = win.paths[p] + refusal
 			continue
 		}
 		// Credentials are never written into kustomize sources, which would
 		// hold them in clear: a sealed document, and any Secret, keeps a
 		// document of its own.
-		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) && (kustomized || w.sourced(t, p, id, held)) {
-			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: w.newPath(t, p, id, kustomized)}
+		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) && (kustomized || w.sourced(t, p, id, held, flat)) {
+			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: w.newPath(t, p, id, kustomized || flat)}
 			if held {
 				b, err := w.bytesOf(d)
 				if err != nil {
@@ -957,20 +959,20 @@ func (w *Worker) sealedElsewhere(t *target, p string, d doc, held bool) string {
 
 // maybeTwice refuses a document for a folder that is not kustomized, whose
 // applier's namespace is not known, and that holds a document of the
-// object's kind and name without a namespace: written at its layout path,
-// it may be a second copy of that object (feature R2). "" writes it.
-func (w *Worker) maybeTwice(t *target, p string, held bool) string {
-	if !held || t.cfg.Namespace != "" || w.kustomized(t) {
-		return ""
+// object's kind and name without a namespace: written, it may be a second
+// copy of that object (feature R2). "" writes it, and drops an earlier
+// refusal of p, which the rest of the commit decides again.
+func (w *Worker) maybeTwice(t *target, p string, held, kustomized bool) string {
+	if held && t.cfg.Namespace == "" && !kustomized {
+		id, ok := w.idOf(t, p)
+		if ok && !w.docs.holds(p, id, "") && w.docs.elsewhere(id, t.cfg.Path, p, "") == "" {
+			if q := w.docs.unnamespaced(id, t.cfg.Path, p); q != "" {
+				return fmt.Sprintf(" may already be in %s, which names no namespace: set the GitTarget's spec.targetNamespace to the "+
+					"namespace its applier puts documents without one into", q)
+			}
+		}
 	}
-	id, ok := w.idOf(t, p)
-	if !ok || w.docs.holds(p, id, "") || w.docs.elsewhere(id, t.cfg.Path, p, "") != "" {
-		return ""
-	}
-	if q := w.docs.unnamespaced(id, t.cfg.Path, p); q != "" {
-		return fmt.Sprintf(" may already be in %s, which names no namespace: set the GitTarget's spec.targetNamespace to the namespace "+
-			"its applier puts documents without one into", q)
-	}
+	delete(t.refused, p)
 	return ""
 }
 
