@@ -54,7 +54,7 @@ func writeGeneratorData(files Files, kfile string, args types.GeneratorArgs, src
 		}
 	}
 	var edits []Edit
-	if out := []byte(k.MustString()); string(out) != string(files[kfile]) {
+	if out := formatAs(k, files[kfile]); string(out) != string(files[kfile]) {
 		edits = append(edits, Edit{File: kfile, Content: out})
 	}
 	for _, f := range sortedPaths(edited) {
@@ -204,5 +204,5 @@ func removeGenerator(files Files, kfile string, src Source) ([]Edit, error) {
 			return nil, err
 		}
 	}
-	return []Edit{{File: kfile, Content: []byte(k.MustString())}}, nil
+	return []Edit{{File: kfile, Content: formatAs(k, files[kfile])}}, nil
 }

@@ -75,6 +75,18 @@ func carry(src *kyaml.RNode, rendered, live any) error {
 	}
 }
 
+// formatAs writes n with the sequence indentation of orig, the text it
+// was read from: a file keeps the style its author chose ("- " under its
+// key, or two spaces in).
+func formatAs(n *kyaml.RNode, orig []byte) []byte {
+	style := kyaml.SequenceIndentStyle(kyaml.DeriveSeqIndentStyle(string(orig)))
+	out, err := kyaml.MarshalWithOptions(n.YNode(), &kyaml.EncoderOptions{SeqIndent: style})
+	if err != nil {
+		return []byte(n.MustString())
+	}
+	return out
+}
+
 // replace puts v in n's place, keeping n's comments.
 func replace(n *kyaml.RNode, v any) error {
 	nn, err := nodeOf(v)

@@ -316,6 +316,9 @@ func (pl *Planner) planOne(files Files, dir string, before []Object, ch Change) 
 		}
 		ch.New = projected
 	}
+	if ch.New != nil && alreadyShows(o.YAML, ch) {
+		return nil, "", nil // wherever its source is, nothing is to be written
+	}
 	var edits []Edit
 	var err error
 	if o.Source.Kind == FromGenerator {
@@ -325,9 +328,18 @@ func (pl *Planner) planOne(files Files, dir string, before []Object, ch Change) 
 			edits = nil
 		}
 	} else {
+		var patched []Edit
 		var done bool
-		if edits, done, err = planTransformed(files, dir, o, ch); err == nil && !done {
-			edits, err = planDocument(files, dir, o, ch)
+		patched, ch, err = planPatched(files, dir, o, ch)
+		switch {
+		case err != nil:
+		case len(patched) > 0 && equalYAML(ch.Old, ch.New):
+			edits = patched // the patches say all of it
+		default:
+			if edits, done, err = planTransformed(files, dir, o, ch); err == nil && !done {
+				edits, err = planDocument(files, dir, o, ch)
+			}
+			edits = append(patched, edits...)
 		}
 	}
 	for _, e := range edits {
@@ -508,7 +520,7 @@ func spliceDocument(files Files, loc Location, ch Change) ([]Edit, error) {
 	if err := carry(src, before, after); err != nil {
 		return nil, refuse(ch.ID, "%v", err)
 	}
-	segs[loc.Index] = src.MustString()
+	segs[loc.Index] = string(formatAs(src, []byte(segs[loc.Index])))
 	content := joinDocuments(files[loc.File], segs)
 	if bytes.Equal(content, files[loc.File]) {
 		return nil, nil
@@ -582,7 +594,7 @@ func (pl *Planner) planNew(files Files, dir string, ch Change) ([]Edit, error) {
 	if err := list.PipeE(kyaml.Append(kyaml.NewScalarRNode(rel).YNode())); err != nil {
 		return nil, err
 	}
-	return []Edit{{File: ch.NewPath, Content: ch.New}, {File: kfile, Content: []byte(k.MustString())}}, nil
+	return []Edit{{File: ch.NewPath, Content: ch.New}, {File: kfile, Content: formatAs(k, files[kfile])}}, nil
 }
 
 // dropResourceEntry removes a deleted file from resources: of the
@@ -612,7 +624,7 @@ func dropResourceEntry(files Files, dir string, edits []Edit, file string) ([]Ed
 		}
 		if dropped {
 			list.Value.YNode().Content = kept
-			edits = append(edits, Edit{File: kfile, Content: []byte(k.MustString())})
+			edits = append(edits, Edit{File: kfile, Content: formatAs(k, files[kfile])})
 		}
 	}
 	return edits, nil
@@ -863,4 +875,27 @@ func (pl *Planner) twice(objs []Object) (ID, string) {
 		}
 	}
 	return ID{}, ""
+}
+
+// equalYAML tells whether two documents hold the same data.
+func equalYAML(a, b []byte) bool {
+	var x, y any
+	return kyaml.Unmarshal(a, &x) == nil && kyaml.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// alreadyShows tells whether the render shows what changed from ch.Old to
+// ch.New already: the change carried onto it leaves it as it is.
+func alreadyShows(render []byte, ch Change) bool {
+	var before, after any
+	if kyaml.Unmarshal(ch.Old, &before) != nil || kyaml.Unmarshal(ch.New, &after) != nil {
+		return false
+	}
+	if reflect.DeepEqual(before, after) {
+		return true
+	}
+	node, err := kyaml.Parse(string(render))
+	if err != nil || carry(node, before, after) != nil {
+		return false
+	}
+	return equalYAML([]byte(node.MustString()), render)
 }

@@ -158,6 +158,11 @@ func TestABaseUnderOverlaysIsReadOnly(t *testing.T) {
 	require.True(t, errors.As(err, &r), "%v", err)
 	assert.Equal(t, id, r.ID)
 	assert.Contains(t, r.Reason, "base/deployment.yaml")
+
+	// Changed back to what the base renders: nothing to write, no refusal.
+	edits, err := Plan(files, "overlays/staging", Change{ID: id, Old: live, New: old})
+	require.NoError(t, err)
+	assert.Empty(t, edits)
 }
 
 func TestAGeneratedConfigMapIsWrittenIntoItsInputs(t *testing.T) {

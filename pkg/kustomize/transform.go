@@ -85,7 +85,7 @@ func planTransformed(files Files, dir string, o Object, ch Change) ([]Edit, bool
 			return nil, false, nil
 		}
 	}
-	return []Edit{{File: kfile, Content: []byte(k.MustString())}}, true, nil
+	return []Edit{{File: kfile, Content: formatAs(k, files[kfile])}}, true, nil
 }
 
 // transformable reports the replicas and the container images (by index of

@@ -92,11 +92,12 @@ func TestAKustomizedFolderIsEditedAsSource(t *testing.T) {
 
 func TestWhatCannotBeWrittenIsRefusedByNameAndTheRestIsCommitted(t *testing.T) {
 	url, bare := seeded(t, map[string]string{
-		// The colour is the patch's to say: an edit of the document would
-		// not change the render.
-		"site/kustomization.yaml": "resources:\n- settings.yaml\npatches:\n- patch: |\n    apiVersion: v1\n    kind: ConfigMap\n" +
+		// The colour is the patch's to say, and the patch is a base's,
+		// outside the folder: other folders build it too.
+		"base/kustomization.yaml": "resources:\n- settings.yaml\npatches:\n- patch: |\n    apiVersion: v1\n    kind: ConfigMap\n" +
 			"    metadata: {name: settings, namespace: shop}\n    data: {color: blue}\n",
-		"site/settings.yaml": configMap("settings", "green"),
+		"base/settings.yaml":      configMap("settings", "green"),
+		"site/kustomization.yaml": "resources:\n- ../base\n",
 	})
 	c := startClocked(t, url, shop)
 	c.bare = bare
@@ -109,7 +110,8 @@ func TestWhatCannotBeWrittenIsRefusedByNameAndTheRestIsCommitted(t *testing.T) {
 	c.rec.mu.Unlock()
 	require.Len(t, refusals, 1)
 	assert.Contains(t, refusals[0], "ConfigMap/shop/settings cannot be written")
-	assert.Contains(t, c.remoteShow("site/settings.yaml"), "color: green", "nothing is written for the refused object")
+	assert.Contains(t, refusals[0], "a patch in base/kustomization.yaml")
+	assert.Contains(t, c.remoteShow("base/settings.yaml"), "color: green", "nothing is written for the refused object")
 	assert.Contains(t, c.remoteFiles(), "site/extra-configmap.yaml", "the rest of that commit is not lost")
 
 	// The object changes back to what the repository says: the refusal goes.
