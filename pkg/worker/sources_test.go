@@ -334,3 +334,26 @@ func TestWithoutItsNamespaceAnUnnamespacedDocumentIsNeverCopied(t *testing.T) {
 	defer c.rec.mu.Unlock()
 	assert.Empty(t, c.rec.refusals)
 }
+
+// A Helm chart's folder takes no write: its objects come from templates
+// (feature R2); a document beside them would be one Helm never reads.
+func TestAHelmChartsFolderIsRefusedWithItsReason(t *testing.T) {
+	url, bare := seeded(t, map[string]string{
+		"site/Chart.yaml":              "apiVersion: v2\nname: site\nversion: 0.1.0\n",
+		"site/values.yaml":             "color: blue\n",
+		"site/templates/settings.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: {{ .Values.color }}\n",
+		"site/templates/_helpers.tpl":  "{{- define \"site.name\" -}}site{{- end }}\n",
+	})
+	c := startClocked(t, url, shop)
+	c.bare = bare
+	before := c.remoteFiles()
+	c.sendTo(shop, "settings", configMap("settings", "blue"), true)
+	c.sendTo(shop, "settings", configMap("settings", "red"), false)
+	c.step(shop.Window.Silence)
+	c.rec.mu.Lock()
+	refusals := append([]string{}, c.rec.refusals...)
+	c.rec.mu.Unlock()
+	require.Len(t, refusals, 1)
+	assert.Contains(t, refusals[0], "site/Chart.yaml makes the folder a Helm chart")
+	assert.Equal(t, before, c.remoteFiles(), "nothing is written into the chart")
+}

@@ -839,8 +839,13 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	// needs no parsing.
 	known := map[string]kustomize.ID{}
 	var items []sourced
+	chart := w.chart(t)
 	for _, p := range sortedKeys(win.paths) {
 		d, held := t.desired[p]
+		if chart != "" {
+			t.refused[p] = win.paths[p] + chart
+			continue
+		}
 		if refusal := w.sealedElsewhere(t, p, d, held); refusal != "" {
 			t.refused[p] = win.paths[p] + refusal
 			continue
@@ -955,6 +960,20 @@ func (w *Worker) sealedElsewhere(t *target, p string, d doc, held bool) string {
 	}
 	delete(t.refused, p)
 	return ""
+}
+
+// chart refuses every write into a Helm chart's folder (it holds
+// Chart.yaml): its objects come from templates Helm renders with values,
+// and a document written beside them would be one Helm never reads. ""
+// when the folder is not a chart.
+func (w *Worker) chart(t *target) string {
+	file := path.Join(t.cfg.Path, "Chart.yaml")
+	if _, ok := w.index[file]; !ok {
+		return ""
+	}
+	return fmt.Sprintf(" is not written: %s makes the folder a Helm chart, whose objects Helm renders from templates and values, "+
+		"which are not written back; mirror the HelmRelease or Application that installs the chart instead, or point the GitTarget "+
+		"at a folder of manifests", file)
 }
 
 // maybeTwice refuses a document for a folder that is not kustomized, whose
