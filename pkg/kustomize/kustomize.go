@@ -177,6 +177,9 @@ type Source struct {
 	// GeneratorNamespace is the entry's namespace (its own, or its
 	// kustomization's): entries are told apart by name and namespace.
 	GeneratorNamespace string
+	// Unknown says why the source was not found (Kind is ""): a change of
+	// the object is refused with it.
+	Unknown string
 }
 
 // Object is one object a kustomization renders.
@@ -211,7 +214,8 @@ func Render(files Files, dir string) ([]Object, error) {
 	for _, r := range m.Resources() {
 		src, err := sourceOf(files, r, dir)
 		if err != nil {
-			return nil, err
+			// That object cannot be written; the others still can.
+			src = Source{Unknown: err.Error()}
 		}
 		r.RemoveBuildAnnotations()
 		if err := r.PipeE(kyaml.ClearAnnotation(originAnnotation)); err != nil {
@@ -287,13 +291,36 @@ func generatorEntry(files Files, file, kind, orgName, orgNamespace string) (name
 	if len(orgName) > hashLen+1 && orgName[len(orgName)-hashLen-1] == '-' {
 		base = orgName[:len(orgName)-hashLen-1]
 	}
+	found := generatorEntries(args, k.Namespace, base, orgName, orgNamespace, true)
+	if len(found) == 0 {
+		// An overlay's entry with behavior: merge keeps the base's origin
+		// but takes the overlay's namespace: the base's entry of that name
+		// made it.
+		found = generatorEntries(args, k.Namespace, base, orgName, orgNamespace, false)
+		if len(found) == 1 {
+			ns := found[0].Namespace
+			if ns == "" {
+				ns = k.Namespace
+			}
+			return found[0].Name, ns, nil
+		}
+	}
+	if len(found) != 1 {
+		return "", "", fmt.Errorf("%s: %d %s entries could have made %s/%s", file, len(found), kind, orgNamespace, orgName)
+	}
+	return found[0].Name, orgNamespace, nil
+}
+
+// generatorEntries are the entries of args whose name the generated name
+// holds (the longest such names), in orgNamespace when byNamespace.
+func generatorEntries(args []types.GeneratorArgs, kns, base, orgName, orgNamespace string, byNamespace bool) []types.GeneratorArgs {
 	var found []types.GeneratorArgs
 	for _, g := range args {
 		ns := g.Namespace
 		if ns == "" {
-			ns = k.Namespace
+			ns = kns
 		}
-		if ns != orgNamespace || !(base == g.Name || orgName == g.Name || strings.Contains(base, g.Name)) {
+		if byNamespace && ns != orgNamespace || !(base == g.Name || orgName == g.Name || strings.Contains(base, g.Name)) {
 			continue
 		}
 		switch {
@@ -303,10 +330,7 @@ func generatorEntry(files Files, file, kind, orgName, orgNamespace string) (name
 			found = append(found, g)
 		}
 	}
-	if len(found) != 1 {
-		return "", "", fmt.Errorf("%s: %d %s entries could have made %s/%s", file, len(found), kind, orgNamespace, orgName)
-	}
-	return found[0].Name, orgNamespace, nil
+	return found
 }
 
 // RemoteError names an entry of a kustomization that is not a path in the

@@ -139,3 +139,35 @@ spec:
 		New: []byte(strings.Replace(doc, "replicas: 1", "replicas: 3", 1))})
 	assert.Equal(t, strings.Replace(doc, "replicas: 1", "replicas: 3", 1), got["web.yaml"])
 }
+
+// An overlay that sets the namespace and merges into a base's generator:
+// the merged ConfigMap is the base generator's, and the overlay's other
+// objects are written as ever.
+func TestAnOverlaysMergedGeneratorLeavesTheRestWritable(t *testing.T) {
+	files := Files{
+		"base/kustomization.yaml": []byte("resources:\n- cache.yaml\nconfigMapGenerator:\n- name: web-env\n  literals:\n  - MODE=slow\n"),
+		"base/cache.yaml":         []byte(configMapDoc("base-settings", "blue")),
+		"staging/kustomization.yaml": []byte("namespace: staging\nresources:\n- ../base\n- settings.yaml\n" +
+			"configMapGenerator:\n- name: web-env\n  behavior: merge\n  literals:\n  - COLOR=green\n"),
+		"staging/settings.yaml": []byte(configMapDoc("settings", "blue")),
+	}
+	objs, err := Render(files, "staging")
+	require.NoError(t, err)
+	var merged Object
+	for _, o := range objs {
+		if o.ID.Kind == "ConfigMap" && strings.HasPrefix(o.ID.Name, "web-env-") {
+			merged = o
+		}
+	}
+	assert.Equal(t, Source{Kind: FromGenerator, File: "base/kustomization.yaml", GeneratorKind: "ConfigMapGenerator", Generator: "web-env"},
+		merged.Source)
+
+	id := ID{Kind: "ConfigMap", Namespace: "staging", Name: "settings"}
+	old, live, _ := rendered(t, files, "staging", id, func(o map[string]any) { data(o)["color"] = "red" })
+	got := planned(t, files, "staging", Change{ID: id, Old: old, New: live})
+	assert.Contains(t, got["staging/settings.yaml"], "color: red")
+}
+
+func configMapDoc(name, color string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  color: " + color + "\n"
+}

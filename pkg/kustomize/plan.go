@@ -319,6 +319,9 @@ func (pl *Planner) planOne(files Files, dir string, before []Object, ch Change) 
 	if ch.New != nil && alreadyShows(o.YAML, ch) {
 		return nil, "", nil // wherever its source is, nothing is to be written
 	}
+	if o.Source.Unknown != "" {
+		return nil, "", refuse(ch.ID, "%s", o.Source.Unknown)
+	}
 	var edits []Edit
 	var err error
 	if o.Source.Kind == FromGenerator {
