@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,7 +45,15 @@ type layoutCase struct {
 	apply string
 	// targetSpec is added to the GitTarget's spec.
 	targetSpec string
-	edits      []layoutEdit
+	// folder is the layout's sub-folder that its applier applies and the
+	// GitTarget mirrors ("": the layout's root); edits name files from
+	// the layout's root.
+	folder string
+	// setsNamespace: the folder's kustomization names the namespace.
+	setsNamespace bool
+	// helm: the layout holds a HelmRelease, mirrored too.
+	helm  bool
+	edits []layoutEdit
 }
 
 var layouts = []layoutCase{{
@@ -100,7 +109,58 @@ var layouts = []layoutCase{{
 		{what: "delete", args: []string{"delete", "service", "review"}, file: "base/kustomization.yaml", want: "cart-service.yaml",
 			gone: "review-service.yaml", removes: "base/review-service.yaml"},
 	},
+}, {
+	// The GitTarget mirrors the overlay; the base beside it is read-only.
+	name: "overlay", apply: "k", folder: "staging", setsNamespace: true, helm: true,
+	edits: []layoutEdit{
+		{what: "scale", args: []string{"scale", "deployment", "web", "--replicas=3"}, file: "staging/kustomization.yaml",
+			want: "replicas:\n  - name: web\n    count: 3"},
+		{what: "image", args: []string{"set", "image", "deployment/cache", "cache=redis:7.4"}, file: "staging/cache.yaml",
+			want: "image: redis:7.4 # what production ran last"},
+		{what: "label", args: []string{"label", "service", "cache", "tier=back"}, file: "staging/cache.yaml", want: "tier: back"},
+		{what: "annotation", args: []string{"annotate", "deployment", "cache", "owner=team-cache"}, file: "staging/cache.yaml",
+			want: "owner: team-cache"},
+		{what: "data", args: []string{"patch", "configmap", "cache-config", "--type=merge", "-p", `{"data":{"MAXMEMORY":"128mb"}}`},
+			file: "staging/cache.yaml", want: "MAXMEMORY: 128mb # small on purpose"},
+		{what: "env", args: []string{"set", "env", "deployment/cache", "MODE=fast"}, file: "staging/cache.yaml", want: "value: fast"},
+		// A value the overlay's patch sets goes into the patch.
+		{what: "values", args: []string{"patch", "helmrelease", "podinfo", "--type=merge", "-p", `{"spec":{"values":{"replicaCount":3}}}`},
+			file: "staging/podinfo-values.yaml", want: "replicaCount: 3 # staging takes the load tests"},
+		{what: "create", args: []string{"apply", "-f", "-"}, stdin: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fresh\n" +
+			"  labels: {env: staging}\ndata: {a: b}\n",
+			file: "staging/kustomization.yaml", want: "- fresh-configmap.yaml", adds: "staging/fresh-configmap.yaml"},
+		{what: "delete", args: []string{"delete", "service", "cache"}, file: "staging/cache.yaml", want: "name: cache-config",
+			gone: "kind: Service"},
+	},
 }}
+
+// helmReleaseCRD serves HelmReleases as Flux's helm-controller does, for a
+// layout that holds one; nothing here installs charts.
+const helmReleaseCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: helmreleases.helm.toolkit.fluxcd.io}
+spec:
+  group: helm.toolkit.fluxcd.io
+  scope: Namespaced
+  names: {kind: HelmRelease, listKind: HelmReleaseList, plural: helmreleases, singular: helmrelease}
+  versions:
+  - name: v2
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+# As Flux's install does: who may edit a namespace edits its HelmReleases.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: e2e-helmrelease-edit
+  labels: {rbac.authorization.k8s.io/aggregate-to-edit: "true"}
+rules:
+- apiGroups: [helm.toolkit.fluxcd.io]
+  resources: [helmreleases]
+  verbs: [get, list, watch, create, update, patch, delete]
+`
 
 func TestRealLayouts(t *testing.T) {
 	for _, lc := range layouts {
@@ -111,11 +171,20 @@ func TestRealLayouts(t *testing.T) {
 func (lc layoutCase) run(t *testing.T) {
 	var seed string
 	files := map[string]bool{}
-	f := newMirrorWith(t, mirrorOptions{
-		rules: `  - apiGroups: [""]
+	rules := `  - apiGroups: [""]
     resources: [configmaps, services]
   - apiGroups: [apps]
-    resources: [deployments]`,
+    resources: [deployments]`
+	if lc.helm {
+		kubectlOK(t, admin, helmReleaseCRD, "apply", "--server-side", "-f", "-")
+		kubectlOK(t, admin, "", "wait", "--for=condition=Established", "crd/helmreleases.helm.toolkit.fluxcd.io", "--timeout=60s")
+		rules += `
+  - apiGroups: [helm.toolkit.fluxcd.io]
+    resources: [helmreleases]`
+	}
+	f := newMirrorWith(t, mirrorOptions{
+		rules:      rules,
+		path:       path.Join(mirrorPath, lc.folder),
 		targetSpec: lc.targetSpec,
 		seed: func(f *mirrorFixture) {
 			var seeded []string
@@ -128,7 +197,7 @@ func (lc layoutCase) run(t *testing.T) {
 		},
 	})
 	f.waitReady()
-	f.renderEqualsCluster(lc.apply)
+	f.renderEqualsCluster(lc)
 	for i, e := range lc.edits {
 		kubectlOK(t, alice, e.stdin, append(e.args, "-n", f.ns)...)
 		f.waitFile(mirrorPath+"/"+e.file, func(s string) bool {
@@ -146,7 +215,7 @@ func (lc layoutCase) run(t *testing.T) {
 			delete(files, mirrorPath+"/"+e.removes)
 		}
 		assert.ElementsMatch(t, slices.Collect(maps.Keys(files)), f.files(), "after %s: no file a person would not have written", e.what)
-		f.renderEqualsCluster(lc.apply)
+		f.renderEqualsCluster(lc)
 	}
 }
 
@@ -169,6 +238,7 @@ func (lc layoutCase) seed(f *mirrorFixture) (string, []string) {
 		if err != nil {
 			return err
 		}
+		data = bytes.ReplaceAll(data, []byte("${NAMESPACE}"), []byte(f.ns))
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755))
 		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
 	}))
@@ -176,13 +246,14 @@ func (lc layoutCase) seed(f *mirrorFixture) (string, []string) {
 	git(t, work, "commit", "--quiet", "-m", "The "+lc.name+" app")
 	git(t, work, "push", "--quiet", "origin", "HEAD:main")
 	head := git(t, work, "rev-parse", "HEAD")
+	dir = filepath.Join(dir, lc.folder)
 	switch lc.apply {
 	case "f":
 		kubectlOK(t, admin, "", "apply", "-n", f.ns, "-f", dir)
 	case "k":
 		kubectlOK(t, admin, "", "apply", "-n", f.ns, "-k", dir)
 	case "flux":
-		f.flux = fluxSync(t, f.url, "./"+mirrorPath, f.ns, "24h")
+		f.flux = fluxSync(t, f.url, "./"+path.Join(mirrorPath, lc.folder), f.ns, "24h")
 		waitApplied(t, f.flux, head)
 	}
 	return head, files
@@ -191,14 +262,14 @@ func (lc layoutCase) seed(f *mirrorFixture) (string, []string) {
 // renderEqualsCluster renders the folder as its applier does and checks
 // that each rendered object is live with the fields the render sets, and
 // that the namespace holds no other object of the mirrored kinds.
-func (f *mirrorFixture) renderEqualsCluster(apply string) {
+func (f *mirrorFixture) renderEqualsCluster(lc layoutCase) {
 	t := f.t
 	t.Helper()
 	checkout := filepath.Join(t.TempDir(), "checkout")
 	git(t, filepath.Dir(checkout), "clone", "--quiet", f.bare, checkout)
-	dir := filepath.Join(checkout, mirrorPath)
+	dir := filepath.Join(checkout, mirrorPath, lc.folder)
 	var stream []byte
-	if apply == "f" {
+	if lc.apply == "f" {
 		// kubectl apply -f, like an Argo CD directory app, reads the
 		// folder's own files, not its sub-folders.
 		entries, err := os.ReadDir(dir)
@@ -227,7 +298,11 @@ func (f *mirrorFixture) renderEqualsCluster(apply string) {
 		}
 		md, _ := doc["metadata"].(map[string]any)
 		require.NotNil(t, md, "a document without metadata: %v", doc)
-		assert.Nil(t, md["namespace"], "the folder leaves namespaces to its applier: %v", md)
+		if lc.setsNamespace {
+			assert.Equal(t, f.ns, md["namespace"], "the folder's kustomization sets the namespace: %v", md)
+		} else {
+			assert.Nil(t, md["namespace"], "the folder leaves namespaces to its applier: %v", md)
+		}
 		kind, name := strings.ToLower(doc["kind"].(string)), md["name"].(string)
 		rendered[kind+"/"+name] = true
 		var live map[string]any
@@ -236,11 +311,16 @@ func (f *mirrorFixture) renderEqualsCluster(apply string) {
 		delete(want["metadata"].(map[string]any), "namespace")
 		assert.Equal(t, want, project(live, want), "%s/%s: the render sets what the cluster holds", kind, name)
 	}
-	out := kubectlOK(t, admin, "", "get", "configmaps,services,deployments.apps", "-n", f.ns, "-o", "name")
+	kinds := "configmaps,services,deployments.apps"
+	if lc.helm {
+		kinds += ",helmreleases.helm.toolkit.fluxcd.io"
+	}
+	out := kubectlOK(t, admin, "", "get", kinds, "-n", f.ns, "-o", "name")
 	var liveNames []string
 	for _, n := range strings.Fields(out) {
 		if n != "configmap/kube-root-ca.crt" {
-			liveNames = append(liveNames, strings.Replace(n, "deployment.apps/", "deployment/", 1))
+			n = strings.Replace(n, "deployment.apps/", "deployment/", 1)
+			liveNames = append(liveNames, strings.Replace(n, "helmrelease.helm.toolkit.fluxcd.io/", "helmrelease/", 1))
 		}
 	}
 	assert.ElementsMatch(t, slices.Collect(maps.Keys(rendered)), liveNames, "the folder renders every object of the namespace, and only those")

@@ -60,6 +60,8 @@ type mirrorOptions struct {
 	// provider, when set, is a KubeProvider the test made (a source
 	// cluster's): the GitTarget mirrors through it and none is applied.
 	provider string
+	// path is the GitTarget's folder, mirrorPath when empty.
+	path string
 }
 
 // newMirrorWith applies a mirror without waiting for it to be Ready.
@@ -86,6 +88,10 @@ func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 		url = strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PrivatePrefix+"/", 1)
 	}
 	extraSpec = strings.ReplaceAll(extraSpec, "${NAMESPACE}", ns)
+	targetPath := mirrorPath
+	if o.path != "" {
+		targetPath = o.path
+	}
 	provider := fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: KubeProvider
 metadata: {name: %s}
@@ -124,7 +130,7 @@ spec:
   gitTargetRef: {name: site}
   rules:
 %[5]s
-`, ns, url, mirrorPath, extraSpec, rules, providerSpec, kubeProvider), "apply", "--server-side", "-f", "-")
+`, ns, url, targetPath, extraSpec, rules, providerSpec, kubeProvider), "apply", "--server-side", "-f", "-")
 	return f
 }
 
@@ -138,8 +144,13 @@ func (f *mirrorFixture) waitReady() {
 	f.t.Helper()
 	eventually(f.t, 60*time.Second, "GitTarget Ready", func() (bool, error) {
 		out, err := kubectl(admin, "", "get", "gittarget", "-n", f.ns, f.target, "-o",
-			`jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
-		return strings.TrimSpace(out) == "True", err
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status}{"\n"}{.status.conditions}`)
+		status, rest, _ := strings.Cut(out, "\n")
+		if err == nil && status != "True" {
+			// Says why in the failure, as the user would read it.
+			err = fmt.Errorf("Ready is %q: %s", status, rest)
+		}
+		return status == "True", err
 	})
 }
 
