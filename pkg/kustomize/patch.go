@@ -299,41 +299,8 @@ func setPointer(v any, segs []string, val any, present bool) any {
 	return v
 }
 
-// projectMerge is project for a strategic-merge patch: a list of named
-// maps (containers, ports, env) is matched by name, not position.
-func projectMerge(live, shape any) any {
-	switch s := shape.(type) {
-	case map[string]any:
-		l, ok := live.(map[string]any)
-		if !ok {
-			return live
-		}
-		out := map[string]any{}
-		for k, v := range s {
-			if strings.HasPrefix(k, "$") {
-				continue // a directive ($patch, $setElementOrder), not a field
-			}
-			if lv, ok := l[k]; ok {
-				out[k] = projectMerge(lv, v)
-			}
-		}
-		return out
-	case []any:
-		l, ok := live.([]any)
-		if !ok || !named(s) {
-			return project(live, shape)
-		}
-		var out []any
-		for _, e := range s {
-			if i := byName(l, nameOf(e)); i >= 0 {
-				out = append(out, projectMerge(l[i], e))
-			}
-		}
-		return out
-	default:
-		return live
-	}
-}
+// projectMerge is project for a strategic-merge patch (projectAs).
+func projectMerge(live, shape any) any { return projectAs(live, shape, true) }
 
 // restore is after with the fields shape sets as before has them.
 func restore(after, before, shape any) any {

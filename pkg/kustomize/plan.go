@@ -699,7 +699,12 @@ func rendersAs(o Object, ch Change) error {
 }
 
 // project keeps of live what shape has: the fields a render sets.
-func project(live, shape any) any {
+func project(live, shape any) any { return projectAs(live, shape, false) }
+
+// projectAs is project; for a strategic-merge patch (merge), a list of
+// named maps (containers, ports, env) is matched by name, not position,
+// and directives ($patch, $setElementOrder) are not fields.
+func projectAs(live, shape any, merge bool) any {
 	switch s := shape.(type) {
 	case map[string]any:
 		l, ok := live.(map[string]any)
@@ -708,19 +713,34 @@ func project(live, shape any) any {
 		}
 		out := map[string]any{}
 		for k, v := range s {
+			if merge && strings.HasPrefix(k, "$") {
+				continue
+			}
 			if lv, ok := l[k]; ok {
-				out[k] = project(lv, v)
+				out[k] = projectAs(lv, v, merge)
 			}
 		}
 		return out
 	case []any:
 		l, ok := live.([]any)
-		if !ok || len(l) != len(s) {
+		if !ok {
+			return live
+		}
+		if merge && named(s) {
+			var out []any
+			for _, e := range s {
+				if i := byName(l, nameOf(e)); i >= 0 {
+					out = append(out, projectAs(l[i], e, merge))
+				}
+			}
+			return out
+		}
+		if len(l) != len(s) {
 			return live
 		}
 		out := make([]any, len(l))
 		for i := range l {
-			out[i] = project(l[i], s[i])
+			out[i] = projectAs(l[i], s[i], merge)
 		}
 		return out
 	default:
