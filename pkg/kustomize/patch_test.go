@@ -171,3 +171,24 @@ func TestAnOverlaysMergedGeneratorLeavesTheRestWritable(t *testing.T) {
 func configMapDoc(name, color string) string {
 	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  color: " + color + "\n"
 }
+
+// Attack: a tenant's folder names another team's file as its patch. That
+// file is never written: kustomize does not load it, and nothing outside
+// the folder is the target's to change.
+func TestAPatchOutsideTheFolderIsNeverWritten(t *testing.T) {
+	files := Files{
+		"team-a/kustomization.yaml": []byte("resources:\n- settings.yaml\npatches:\n- path: ../team-b/color.yaml\n"),
+		"team-a/settings.yaml":      []byte(configMapDoc("settings", "green")),
+		"team-b/color.yaml":         []byte(configMapDoc("settings", "blue")),
+	}
+	id := ID{Kind: "ConfigMap", Name: "settings"}
+	_, err := Plan(files, "team-a", Change{ID: id, Old: []byte(configMapDoc("settings", "blue")), New: []byte(configMapDoc("settings", "red"))})
+	var r *Refusal
+	require.ErrorAs(t, err, &r)
+
+	// Even were it loaded, writing it is refused.
+	_, _, err = planPatched(files, "team-a", Object{}, Change{ID: id, Old: []byte(configMapDoc("settings", "blue")),
+		New: []byte(configMapDoc("settings", "red"))})
+	require.ErrorAs(t, err, &r)
+	assert.Contains(t, r.Reason, "team-b/color.yaml")
+}

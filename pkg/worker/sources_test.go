@@ -123,32 +123,57 @@ func TestWhatCannotBeWrittenIsRefusedByNameAndTheRestIsCommitted(t *testing.T) {
 }
 
 // Fault: the local repository cannot be written when a change into a
-// kustomized folder is committed. Nothing is lost: once it can, the same
-// change is written, once.
+// kustomized folder is committed: into the document, or into the folder's
+// patch that sets the field (R4). Nothing is lost: once it can, the same
+// change is written, once, where it goes.
 func TestAKustomizedWriteThatFailsIsWrittenOnceItCan(t *testing.T) {
-	url, bare := seeded(t, map[string]string{
-		"site/kustomization.yaml": "namespace: shop\nresources:\n- settings.yaml\n",
-		"site/settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n",
-	})
-	c := startClocked(t, url, shop)
-	c.bare = bare
-	c.sendTo(shop, "settings", configMap("settings", "blue"), true)
-	c.step(shop.Window.Silence)
-	commits := c.commitCount()
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		// file holds the colour once written.
+		file string
+	}{{
+		name: "document",
+		files: map[string]string{
+			"site/kustomization.yaml": "namespace: shop\nresources:\n- settings.yaml\n",
+			"site/settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n",
+		},
+		file: "site/settings.yaml",
+	}, {
+		name: "patch",
+		files: map[string]string{
+			"site/kustomization.yaml": "namespace: shop\nresources:\n- settings.yaml\npatches:\n- path: color.yaml\n",
+			"site/settings.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: green\n",
+			"site/color.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  color: blue\n",
+		},
+		file: "site/color.yaml",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, bare := seeded(t, tc.files)
+			c := startClocked(t, url, shop)
+			c.bare = bare
+			c.sendTo(shop, "settings", configMap("settings", "blue"), true)
+			c.step(shop.Window.Silence)
+			commits := c.commitCount()
 
-	objects := filepath.Join(c.local, "objects")
-	require.NoError(t, os.Rename(objects, objects+".away"))
-	require.NoError(t, os.WriteFile(objects, []byte("not a folder"), 0o644))
-	c.sendTo(shop, "settings", configMap("settings", "red"), false)
-	c.step(shop.Window.Silence)
-	require.Positive(t, c.rec.failureCount(), "the commit failed")
+			objects := filepath.Join(c.local, "objects")
+			require.NoError(t, os.Rename(objects, objects+".away"))
+			require.NoError(t, os.WriteFile(objects, []byte("not a folder"), 0o644))
+			c.sendTo(shop, "settings", configMap("settings", "red"), false)
+			c.step(shop.Window.Silence)
+			require.Positive(t, c.rec.failureCount(), "the commit failed")
 
-	require.NoError(t, os.Remove(objects))
-	require.NoError(t, os.Rename(objects+".away", objects))
-	c.step(time.Minute) // past any backoff
-	assert.Contains(t, c.remoteShow("site/settings.yaml"), "color: red")
-	assert.Equal(t, commits+1, c.commitCount(), "written once")
-	assert.Equal(t, "Reverser: update ConfigMap shop/settings", c.git(bare, "log", "-1", "--format=%s", "main"))
+			require.NoError(t, os.Remove(objects))
+			require.NoError(t, os.Rename(objects+".away", objects))
+			c.step(time.Minute) // past any backoff
+			assert.Contains(t, c.remoteShow(tc.file), "color: red")
+			assert.Equal(t, commits+1, c.commitCount(), "written once")
+			assert.Equal(t, "Reverser: update ConfigMap shop/settings", c.git(bare, "log", "-1", "--format=%s", "main"))
+			c.rec.mu.Lock()
+			defer c.rec.mu.Unlock()
+			assert.Empty(t, c.rec.refusals)
+		})
+	}
 }
 
 // A copy at the layout path (written before this rule existed) stays the
