@@ -3,6 +3,7 @@ package kustomize
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -154,7 +155,12 @@ func patchMayApply(p patchRef, id ID) bool {
 		if t.Kind != "" && t.Kind != id.Kind || t.Group != "" && t.Group != id.Group {
 			return false
 		}
-		return t.Name == "" || strings.Contains(id.Name, t.Name)
+		if t.Name == "" || strings.Contains(id.Name, t.Name) {
+			return true
+		}
+		// kustomize reads a target's name as an anchored pattern.
+		re, err := regexp.Compile("^(?:" + t.Name + ")$")
+		return err == nil && re.MatchString(trimHash(id.Name))
 	}
 	ids, err := documentIDs([]byte(p.body))
 	if err != nil || len(ids) != 1 {

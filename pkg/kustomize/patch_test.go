@@ -192,3 +192,21 @@ func TestAPatchOutsideTheFolderIsNeverWritten(t *testing.T) {
 	require.ErrorAs(t, err, &r)
 	assert.Contains(t, r.Reason, "team-b/color.yaml")
 }
+
+// A patch whose target names several objects by a pattern is the patch of
+// each: a value written into it would change the others too.
+func TestAPatchOfSeveralObjectsIsNotWrittenForOne(t *testing.T) {
+	files := Files{
+		"site/kustomization.yaml": []byte("resources:\n- settings.yaml\n- other.yaml\npatches:\n" +
+			"- target: {kind: ConfigMap, name: \"settings|other\"}\n  patch: |\n    apiVersion: v1\n    kind: ConfigMap\n" +
+			"    metadata: {name: greeted}\n    data: {color: blue}\n"),
+		"site/settings.yaml": []byte(configMapDoc("settings", "green")),
+		"site/other.yaml":    []byte(configMapDoc("other", "green")),
+	}
+	id := ID{Kind: "ConfigMap", Name: "settings"}
+	old, live, _ := rendered(t, files, "site", id, func(o map[string]any) { data(o)["color"] = "red" })
+	_, err := Plan(files, "site", Change{ID: id, Old: old, New: live})
+	var r *Refusal
+	require.ErrorAs(t, err, &r)
+	assert.Contains(t, r.Reason, "would also change ConfigMap/other")
+}

@@ -119,12 +119,16 @@ func TestAGeneratedConfigMapIsWrittenIntoItsGenerator(t *testing.T) {
 func TestAChangeTheRepositoryCannotTakeIsRefusedByName(t *testing.T) {
 	f := newMirrorWith(t, mirrorOptions{rules: `  - apiGroups: [""]
     resources: [configmaps]`, seed: kustomized(`patches:
-- patch: |
+- target: {kind: ConfigMap, name: "app|settings"}
+  patch: |
     apiVersion: v1
     kind: ConfigMap
-    metadata: {name: app}
+    metadata: {name: greeted}
     data: {greeting: hi}
 `)})
+	// One patch greets in two ConfigMaps: written into it, hello would
+	// change the generated one too; written into app.yaml, the patch would
+	// hide it. Neither is the live change alone.
 	f.waitReady()
 	kubectlOK(t, alice, "", "patch", "configmap", "app", "-n", f.ns, "--type=merge", "-p", `{"data":{"greeting":"hello"}}`)
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "fresh", "--from-literal=a=b")
