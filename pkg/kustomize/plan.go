@@ -115,6 +115,12 @@ func (p *Planner) render(files Files, dir string) ([]Object, error) {
 	return objs, nil
 }
 
+// Objects is the render of dir, each object named by its key in the
+// planner's namespace; the same files are rendered once.
+func (p *Planner) Objects(files Files, dir string) ([]Object, error) {
+	return p.render(files, dir)
+}
+
 // digest identifies a snapshot of the files a render reads, keyed in ns.
 func digest(files Files, dir, ns string) [sha256.Size]byte {
 	h := sha256.New()

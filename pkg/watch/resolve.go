@@ -39,6 +39,16 @@ func NewServed(groups []*metav1.APIGroup, lists []*metav1.APIResourceList) Serve
 	return s
 }
 
+// Kind is the kind of the resource gvr, "" when it is not served.
+func (s Served) Kind(gvr schema.GroupVersionResource) string {
+	for _, r := range s.Resources[gvr.GroupVersion()] {
+		if r.Name == gvr.Resource {
+			return r.Kind
+		}
+	}
+	return ""
+}
+
 // Resolution is what a set of rules selects.
 type Resolution struct {
 	GVRs []schema.GroupVersionResource

@@ -131,6 +131,9 @@ type applyState struct {
 	// applied is what the applier last reported; known once it reported.
 	applied plumbing.Hash
 	known   bool
+	// failure is the last converge's failure, "" once one applied: the
+	// GitTarget's status names it while Git and the cluster differ.
+	failure string
 	// liveEdits counts the people's changes mirrored, which an interval
 	// converge sent before one of them yields to.
 	liveEdits uint64
@@ -480,6 +483,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 	case p.Failure != "":
 		metrics.Converges.WithLabelValues(in.reason, "failed").Inc()
 		rep.Applied, rep.Failure = w.revision(plumbing.NewHash(p.Revision)), p.Failure
+		a.failure = p.Failure
 		w.retrySaves(t, in, "the applier failed to apply: "+p.Failure)
 		w.applyBackoff(t, errors.New(p.Failure))
 		if a.pending == "" {
@@ -506,7 +510,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 			break
 		}
 		metrics.Converges.WithLabelValues(in.reason, "applied").Inc()
-		a.backoff = 0
+		a.backoff, a.failure = 0, ""
 		a.waiting = append(in.saves, a.waiting...)
 		w.settleWaiting(t, applied)
 	}
@@ -663,5 +667,8 @@ func (a *applyState) wake(now time.Time, consider func(time.Time)) {
 	}
 	if a.barrierToken != "" {
 		consider(a.barrierDeadline)
+	}
+	if a.graceUntil.After(now) {
+		consider(a.graceUntil) // the differences are judged once it closes
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
@@ -30,6 +31,8 @@ type fakeApplier struct {
 	hold bool
 	// applies overrides, once each, the revision a converge reports.
 	applies []string
+	// failure, when set, fails every converge with it.
+	failure string
 }
 
 type fakeOp struct {
@@ -65,8 +68,17 @@ func (o *fakeOp) Follow(_ context.Context, resume func() bool) (ApplyProgress, e
 			return ApplyProgress{Done: true, Abandoned: true}, nil
 		}
 	}
+	if o.a.failure != "" {
+		return ApplyProgress{Done: true, Failure: o.a.failure}, nil
+	}
 	o.applied = true
 	return ApplyProgress{Done: true, Revision: o.rev}, nil
+}
+
+func (a *fakeApplier) setFailure(failure string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failure = failure
 }
 
 func (a *fakeApplier) setHold(hold bool) {
@@ -131,6 +143,13 @@ func claimed(t *testing.T, catchUpAfter time.Duration) (*clocked, Target, *fakeA
 
 // claimedOn is claimed on a branch whose one commit holds files.
 func claimedOn(t *testing.T, catchUpAfter time.Duration, files map[string]string) (*clocked, Target, *fakeApplier, *reports) {
+	return applied(t, catchUpAfter, files, true)
+}
+
+// applied is claimedOn for a target whose GitTarget names the claim,
+// which is held or not yet: tg.Claim is the claim either way, and the
+// worker is handed it when held.
+func applied(t *testing.T, catchUpAfter time.Duration, files map[string]string, held bool) (*clocked, Target, *fakeApplier, *reports) {
 	url, bare := serveRepo(t)
 	(&fixture{t: t, url: url, bare: bare}).seedRemote(files, "seed")
 	a := &fakeApplier{}
@@ -141,7 +160,12 @@ func claimedOn(t *testing.T, catchUpAfter time.Duration, files map[string]string
 	tg.Scopes = []watch.Scope{demoScope}
 	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux}, Manager: "flux-manager",
 		Grace: 10 * time.Second, Poll: 30 * time.Second, Report: reps.add}
-	c := startClocked(t, url, tg)
+	tg.Applied, tg.Kinds = true, map[schema.GroupVersionResource]string{cmGVR: "ConfigMap"}
+	started := tg
+	if !held {
+		started.Claim = nil
+	}
+	c := startClocked(t, url, started)
 	c.bare = bare
 	a.f = c.fixture
 	return c, tg, a, reps
@@ -581,4 +605,99 @@ func TestAFolderTheApplierHasNotAppliedIsAdoptedNotDeleted(t *testing.T) {
 	c.changeBy(tg, "b", "alice", "")
 	c.step(time.Minute)
 	assert.NotContains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/b.yaml")
+}
+
+// TestAFolderWhoseClaimIsNotHeldYetIsNeitherSweptNorReady (R3): a
+// GitTarget applied with its claim starts before the claim is held. Git's
+// documents the cluster lacks stay, the target says which and why until
+// the claim's Startup converge applied them, then nothing.
+func TestAFolderWhoseClaimIsNotHeldYetIsNeitherSweptNorReady(t *testing.T) {
+	c, tg, a, _ := applied(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 1\n",
+		"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"}, false)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.step(time.Minute)
+	assert.Equal(t, []string{"Foreign|seed"}, c.log(), "nothing deleted while the claim is not held")
+	assert.Equal(t, "Git holds 2 object(s) the cluster lacks: demo/configmaps/a.yaml, demo/configmaps/b.yaml; "+
+		"nothing applies the branch yet: the applier claim the GitTarget names is not held (see the claim's status)", c.rec.lastUnapplied())
+
+	c.w.SetTarget(c.ctx, tg) // the claim is held
+	c.settle()
+	sent, applied := a.sent()
+	require.Equal(t, 1, sent, "the Startup converge")
+	require.Equal(t, 1, applied)
+	c.changeBy(tg, "a", "flux", "a: 1") // the apply's echoes
+	c.step(time.Minute)
+	assert.Equal(t, "Git holds 1 object(s) the cluster lacks: demo/configmaps/b.yaml; the applier applied "+
+		a.lastRev()[:7]+" without them: see the applier's own status (a path it does not read, a failing apply, an object it prunes)",
+		c.rec.lastUnapplied(), "judged once the apply window closed")
+	c.changeBy(tg, "b", "flux", "b: 1")
+	c.step(time.Minute)
+	assert.Empty(t, c.rec.lastUnapplied(), "Git equals the cluster")
+	assert.Equal(t, []string{"Foreign|seed"}, c.log(), "the echoes of Git write nothing")
+}
+
+// TestAFailedConvergeIsNamedWhileTheClusterLacksObjects (R3): the
+// applier cannot apply the branch (Flux's "kustomization path not
+// found"): the objects stay in Git, and the target names the failure.
+func TestAFailedConvergeIsNamedWhileTheClusterLacksObjects(t *testing.T) {
+	c, tg, a, _ := claimedOn(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 1\n"})
+	a.setFailure("kustomization path not found")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.step(time.Minute)
+	assert.Equal(t, "Git holds 1 object(s) the cluster lacks: demo/configmaps/a.yaml; "+
+		"the applier's last converge failed: kustomization path not found", c.rec.lastUnapplied())
+	assert.Equal(t, []string{"Foreign|seed"}, c.log())
+
+	a.setFailure("")
+	c.step(5 * time.Minute) // the backoff's retry applies
+	c.changeBy(tg, "a", "flux", "a: 1")
+	c.step(time.Minute)
+	assert.Empty(t, c.rec.lastUnapplied())
+}
+
+// TestObjectsOfAFolderWithoutNamespacesAreMatchedInTheTargetNamespace
+// (R1, R3): documents of a file people wrote, without namespace:, are the
+// objects of the folder's namespace; only those the target mirrors and
+// the cluster lacks are named.
+func TestObjectsOfAFolderWithoutNamespacesAreMatchedInTheTargetNamespace(t *testing.T) {
+	c, tg, _, _ := applied(t, 0, map[string]string{"clusters/dev/app.yaml": `# the app
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+`}, false)
+	tg.Namespace, tg.Claim = "demo", nil
+	c.w.SetTarget(c.ctx, tg)
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: demo}\n"),
+		Desc: "ConfigMap demo/a", GVR: cmGVR, Kind: "ConfigMap", Namespace: "demo", Name: "a", Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true})
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.step(time.Minute)
+	assert.Contains(t, c.rec.lastUnapplied(), "Git holds 1 object(s) the cluster lacks: ConfigMap/b;",
+		"a is on the cluster; the Deployment is not mirrored")
+	assert.NotContains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/a.yaml", "a keeps its document in app.yaml")
+}
+
+// TestAKustomizedFolderIsJudgedByItsRender (R3): the objects of a
+// kustomized folder are those its render names (namePrefix applied).
+func TestAKustomizedFolderIsJudgedByItsRender(t *testing.T) {
+	c, tg, _, _ := applied(t, 0, map[string]string{
+		"clusters/dev/kustomization.yaml": "namePrefix: dev-\nresources: [app.yaml]\n",
+		"clusters/dev/app.yaml":           "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n",
+	}, false)
+	tg.Namespace, tg.Claim = "demo", nil
+	c.w.SetTarget(c.ctx, tg)
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/dev-a.yaml", Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dev-a, namespace: demo}\n"),
+		Desc: "ConfigMap demo/dev-a", GVR: cmGVR, Kind: "ConfigMap", Namespace: "demo", Name: "dev-a", Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true})
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.step(time.Minute)
+	assert.Contains(t, c.rec.lastUnapplied(), "Git holds 1 object(s) the cluster lacks: ConfigMap/dev-b;")
 }

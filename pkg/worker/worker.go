@@ -48,6 +48,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -78,6 +79,13 @@ type Target struct {
 	Scopes []watch.Scope
 	// Claim, when set, is the applier the target's held claim hands over.
 	Claim *Claim
+	// Applied says the GitTarget names an applier claim, held or not yet:
+	// an applier applies its folder, so it is never swept, and the objects
+	// Git holds there that the cluster lacks are reported (feature R3).
+	Applied bool
+	// Kinds is the kind of each scope's resource, which tells the
+	// documents of the folder that the target mirrors.
+	Kinds map[schema.GroupVersionResource]string
 	// Seal encrypts the target's credentials (Secrets, and the fields its
 	// rules name); without it changes that hold them are dropped, and the
 	// Secrets Git holds are never swept.
@@ -113,6 +121,9 @@ type Reporter interface {
 	// its repository as it is (kustomize refusals), each naming the object
 	// and why; an empty list clears them.
 	Refused(target string, refusals []string)
+	// Unapplied says, for a target an applier applies, which objects Git
+	// holds that the cluster lacks and why (feature R3); "" clears it.
+	Unapplied(target, message string)
 }
 
 // Worker owns one branch of one repository.
@@ -197,6 +208,11 @@ type target struct {
 	reported string
 	// planner remembers the last render of the target's folder.
 	planner kustomize.Planner
+	// unapplied is the state the last Unapplied report was decided on,
+	// and what it said, once sent: a new target reports even "", which
+	// clears what a former worker of the GitTarget said.
+	unappliedAt, unapplied string
+	unappliedSent          bool
 }
 
 // pendingChange is a change waiting to join its author's window. Once its
@@ -440,14 +456,15 @@ func allSynced(t *target) bool {
 // the cluster does not hold. It needs the head's files, so it runs once the
 // worker has fetched, and again after every reset.
 //
-// A claimed target is never swept (feature R3): its applier makes the
-// cluster hold what Git holds, so a document the cluster lacks is one the
-// applier has not applied yet (a folder adopted before its first apply, a
-// failed apply), not one somebody deleted. Only an observed delete removes
-// it.
+// A target an applier applies is never swept (feature R3), whether its
+// claim is held yet or not (a claim applied with its GitTarget is held a
+// moment after the target starts): the applier makes the cluster hold what
+// Git holds, so a document the cluster lacks is one it has not applied yet
+// (a folder adopted before its first apply, a failed apply), not one
+// somebody deleted. Only an observed delete removes it.
 func (w *Worker) sweepTarget(t *target) {
 	t.sweep = false
-	if !t.cfg.PruneAlways || t.apply != nil {
+	if !t.cfg.PruneAlways || t.apply != nil || t.cfg.Applied {
 		return
 	}
 	for p := range w.index {
@@ -764,6 +781,7 @@ func (w *Worker) step(ctx context.Context) {
 				return
 			}
 		}
+		w.reportUnapplied(t)
 	}
 	if w.head != w.pushed && !now.Before(w.retryAt) {
 		w.push(ctx)

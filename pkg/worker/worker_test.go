@@ -28,6 +28,8 @@ type recorder struct {
 	pushes   int
 	failures []error
 	refusals []string
+	// unapplied are the Unapplied reports, in order.
+	unapplied []string
 }
 
 func (r *recorder) Committed(_, sha string, _ time.Time) {
@@ -46,6 +48,22 @@ func (r *recorder) Refused(_ string, refusals []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.refusals = refusals
+}
+
+func (r *recorder) Unapplied(_, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unapplied = append(r.unapplied, message)
+}
+
+// lastUnapplied is the last Unapplied report ("" none).
+func (r *recorder) lastUnapplied() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.unapplied) == 0 {
+		return ""
+	}
+	return r.unapplied[len(r.unapplied)-1]
 }
 
 func (r *recorder) Failed(_ []string, err error) {

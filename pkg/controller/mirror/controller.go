@@ -205,6 +205,9 @@ type report struct {
 	gitErr               error
 	// refused are changes the worker could not write into the repository.
 	refused []string
+	// unapplied says which objects Git holds that the cluster lacks, for
+	// a GitTarget an applier applies ("" none).
+	unapplied string
 }
 
 // New builds the controller and its informers.
@@ -569,8 +572,13 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	}
 	policies := c.restreamCredentials(key, scopes, credentials, sealer != nil, sealFP)
 	gvrs := make([]schema.GroupVersionResource, 0, len(scopes))
+	kinds := map[schema.GroupVersionResource]string{}
+	c.mu.Lock()
+	served := src.served // what c.scopes resolved the rules against
+	c.mu.Unlock()
 	for _, s := range scopes {
 		gvrs = append(gvrs, s.GVR)
+		kinds[s.GVR] = served.Kind(s.GVR)
 	}
 	src.informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
 	w.SetTarget(ctx, worker.Target{
@@ -578,6 +586,8 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Namespace:   targetNamespace(appliedInto, gt.Spec.TargetNamespace, scopes),
 		Scopes:      scopes,
 		Claim:       claim,
+		Applied:     gt.Spec.ApplierRef != nil,
+		Kinds:       kinds,
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
@@ -1103,6 +1113,10 @@ func (r reporter) Failed(targets []string, err error) {
 
 func (r reporter) Refused(target string, refusals []string) {
 	r.update([]string{target}, func(rep *report) { rep.refused = refusals })
+}
+
+func (r reporter) Unapplied(target, message string) {
+	r.update([]string{target}, func(rep *report) { rep.unapplied = message })
 }
 
 // Saver returns where a GitTarget's CommitRequests are saved: its branch

@@ -52,8 +52,9 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	var lastCommit, lastPush *v1.CommitRef
 	var gitErr error
 	var refused []string
+	unapplied := ""
 	if rep != nil {
-		lastCommit, lastPush, gitErr, refused = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused
+		lastCommit, lastPush, gitErr, refused, unapplied = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused, rep.unapplied
 	}
 	c.mu.Unlock()
 
@@ -124,6 +125,10 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 			ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message}
 			break
 		}
+	}
+	if unapplied != "" && gt.Spec.ApplierRef != nil && ready.Status == metav1.ConditionTrue {
+		// Not Stalled: the applier's next converge may settle it.
+		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNotApplied, Message: unapplied}
 	}
 	if localErr != nil && ready.Status == metav1.ConditionTrue {
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "CommitFailed", Message: fmt.Sprintf(

@@ -18,6 +18,12 @@ const (
 	// and why (a remote base, a read-only base, a shared values file...).
 	// The target's other changes are committed as usual.
 	ReasonWriteRefused = "WriteRefused"
+	// ReasonNotApplied: Ready is False because the folder, applied by the
+	// applier the GitTarget's claim names, holds objects the cluster lacks
+	// once every converge settled: its message names them and why (the
+	// claim not held yet, the first converge to come, the applier's
+	// failure). Nothing is deleted from Git for it.
+	ReasonNotApplied = "NotApplied"
 )
 
 // PruneMode says which Git documents a GitTarget removes.

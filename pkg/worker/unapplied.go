@@ -1,0 +1,155 @@
+package worker
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/klog/v2"
+
+	"reverser.dev/reverser/pkg/kustomize"
+	"reverser.dev/reverser/pkg/watch"
+)
+
+// What Git holds that the cluster lacks, for a target an applier applies
+// (feature R3). Such a target is never swept, so a document the cluster
+// lacks stays in Git until somebody deletes the object; the GitTarget is
+// not Ready while one does, and says which and why (the claim not held
+// yet, the Startup converge still to come, the applier's failure). The
+// worker's goroutine owns all of it.
+
+// unappliedShown bounds the objects a report names; the rest are counted.
+const unappliedShown = 5
+
+// reportUnapplied tells the reporter, when it changed, which objects of
+// t's folder the cluster lacks. It judges only a settled state: every
+// stream's initial state delivered, no change waiting or uncommitted, no
+// converge running nor its apply window open (the applier's writes are
+// still arriving).
+func (w *Worker) reportUnapplied(t *target) {
+	if !t.cfg.Applied || !w.ready || !allSynced(t) || len(t.pending) > 0 || len(t.windows) > 0 {
+		return
+	}
+	why := "nothing applies the branch yet: the applier claim the GitTarget names is not held (see the claim's status)"
+	if a := t.apply; a != nil {
+		// The apply window's writes are judged first; a failure is named
+		// at once, its retries' windows would hide it.
+		if a.inflight != nil || (a.failure == "" && a.windowOpen(w.clock.Now())) {
+			return
+		}
+		switch {
+		case a.failure != "":
+			why = "the applier's last converge failed: " + a.failure
+		case !a.known:
+			why = "the applier's first converge has not applied the branch yet"
+		default:
+			why = fmt.Sprintf("the applier applied %.7s without them: see the applier's own status (a path it does not read, a failing apply, an object it prunes)", a.applied)
+		}
+	}
+	at := fmt.Sprintf("%s %d %s", w.head, t.seq, why)
+	if at == t.unappliedAt {
+		return
+	}
+	t.unappliedAt = at
+	missing, err := w.unapplied(t)
+	if err != nil {
+		// The folder does not render: its writes are refused by name
+		// already, which says more than this could.
+		klog.Background().V(2).Info("Cannot tell what the cluster lacks", "gitTarget", t.cfg.Key, "err", err.Error())
+		missing = nil
+	}
+	msg := ""
+	if len(missing) > 0 {
+		shown := missing[:min(len(missing), unappliedShown)]
+		msg = fmt.Sprintf("Git holds %d object(s) the cluster lacks: %s", len(missing), strings.Join(shown, ", "))
+		if more := len(missing) - len(shown); more > 0 {
+			msg += fmt.Sprintf(" and %d more", more)
+		}
+		msg += "; " + why
+	}
+	if msg == t.unapplied && t.unappliedSent {
+		return
+	}
+	t.unapplied, t.unappliedSent = msg, true
+	w.reporter.Unapplied(t.cfg.Key, msg)
+}
+
+// unapplied names, sorted, the objects of t's folder that t mirrors and
+// the cluster lacks: a kustomized folder's render, else every document of
+// the folder's files.
+func (w *Worker) unapplied(t *target) ([]string, error) {
+	ns := t.cfg.Namespace
+	live := map[kustomize.ID]bool{}
+	for _, d := range t.desired {
+		if d.id != (kustomize.ID{}) {
+			live[d.id.Key(ns)] = true
+		}
+	}
+	var missing []string
+	lacks := func(id kustomize.ID) {
+		if w.mirrors(t, id) && !live[id.Key(ns)] {
+			missing = append(missing, id.String())
+		}
+	}
+	if w.kustomized(t) {
+		files, err := w.sourceFiles(t, nil, true)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := t.planner.Objects(files, t.cfg.Path)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			lacks(o.ID)
+		}
+	} else {
+		for p := range w.index {
+			if !under(p, t.cfg.Path) {
+				continue
+			}
+			if w.layoutPath(t, p) {
+				// Written at its layout path: the path names the object,
+				// whatever the document says.
+				if _, held := t.desired[p]; !held {
+					missing = append(missing, strings.TrimPrefix(p, strings.Trim(t.cfg.Path, "/")+"/"))
+				}
+				continue
+			}
+			for _, id := range w.docs.ids[p] {
+				lacks(id)
+			}
+		}
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing), nil
+}
+
+// layoutPath tells whether p is a layout path of one of t's synced scopes.
+func (w *Worker) layoutPath(t *target, p string) bool {
+	return path.Ext(p) == ".yaml" && slices.ContainsFunc(t.synced, func(s watch.Scope) bool {
+		return watch.InScope(p, t.cfg.Path, s.GVR, s.Namespace)
+	})
+}
+
+// mirrors tells whether a document naming id is one of an object t
+// mirrors: of a scope's kind, in its namespace once applied.
+func (w *Worker) mirrors(t *target, id kustomize.ID) bool {
+	ns := id.Namespace
+	if ns == "" {
+		ns = t.cfg.Namespace
+	}
+	return slices.ContainsFunc(t.synced, func(s watch.Scope) bool {
+		if s.GVR.Group != id.Group || t.cfg.Kinds[s.GVR] != id.Kind {
+			return false
+		}
+		switch s.Namespace {
+		case "*":
+			return ns != ""
+		case "":
+			return id.Namespace == "" // a cluster-scoped resource
+		}
+		return s.Namespace == ns
+	})
+}
