@@ -134,6 +134,8 @@ type applyState struct {
 	// failure is the last converge's failure, "" once one applied: the
 	// GitTarget's status names it while Git and the cluster differ.
 	failure string
+	// ended: a converge applied or failed since the claim was handed over.
+	ended bool
 	// liveEdits counts the people's changes mirrored, which an interval
 	// converge sent before one of them yields to.
 	liveEdits uint64
@@ -483,7 +485,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 	case p.Failure != "":
 		metrics.Converges.WithLabelValues(in.reason, "failed").Inc()
 		rep.Applied, rep.Failure = w.revision(plumbing.NewHash(p.Revision)), p.Failure
-		a.failure = p.Failure
+		a.failure, a.ended = p.Failure, true
 		w.retrySaves(t, in, "the applier failed to apply: "+p.Failure)
 		w.applyBackoff(t, errors.New(p.Failure))
 		if a.pending == "" {
@@ -510,7 +512,7 @@ func (w *Worker) followConverge(ctx context.Context, t *target) {
 			break
 		}
 		metrics.Converges.WithLabelValues(in.reason, "applied").Inc()
-		a.backoff, a.failure = 0, ""
+		a.backoff, a.failure, a.ended = 0, "", true
 		a.waiting = append(in.saves, a.waiting...)
 		w.settleWaiting(t, applied)
 	}

@@ -160,7 +160,7 @@ func applied(t *testing.T, catchUpAfter time.Duration, files map[string]string, 
 	tg.Scopes = []watch.Scope{demoScope}
 	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux}, Manager: "flux-manager",
 		Grace: 10 * time.Second, Poll: 30 * time.Second, Report: reps.add}
-	tg.Applied, tg.Kinds = true, map[schema.GroupVersionResource]string{cmGVR: "ConfigMap"}
+	tg.Applied, tg.AppliedBy, tg.Kinds = true, "flux-manager", map[schema.GroupVersionResource]string{cmGVR: "ConfigMap"}
 	started := tg
 	if !held {
 		started.Claim = nil
@@ -700,4 +700,48 @@ func TestAKustomizedFolderIsJudgedByItsRender(t *testing.T) {
 	c.settle()
 	c.step(time.Minute)
 	assert.Contains(t, c.rec.lastUnapplied(), "Git holds 1 object(s) the cluster lacks: ConfigMap/dev-b;")
+}
+
+// initial sends an object of the stream's initial state that manager wrote
+// last.
+func (c *clocked) initial(tg Target, name, manager, value string) {
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+		Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true, Manager: manager})
+}
+
+// TestWhatTheApplierLeftIsNotMirroredBeforeItApplies (R3): the cluster
+// holds what the applier applied of an older revision (a: 1, and "gone",
+// which Git no longer holds) when a GitTarget and its claim start
+// together. Nothing of it is written over Git: it waits for the Startup
+// converge, whose echoes say what the cluster holds then; an object the
+// applier left in place ("kept": it does not prune it) is mirrored after.
+// A person's edit in the initial state is mirrored at once.
+func TestWhatTheApplierLeftIsNotMirroredBeforeItApplies(t *testing.T) {
+	c, tg, a, _ := applied(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 2\n"}, false)
+	c.initial(tg, "a", "flux-manager", "a: 1")
+	c.initial(tg, "gone", "flux-manager", "gone: 1")
+	c.initial(tg, "kept", "flux-manager", "kept: 1")
+	c.initial(tg, "mine", "kubectl-edit", "mine: 1")
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	c.step(time.Minute)
+	assert.Equal(t, []string{"Foreign|seed", "snapshot|Reverser: create ConfigMap demo/mine"}, c.log(),
+		"only the person's edit, while the claim is not held")
+	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
+	assert.Empty(t, c.rec.lastUnapplied(), "a held back is on the cluster, in another form")
+
+	c.w.SetTarget(c.ctx, tg) // the claim is held: the Startup converge
+	c.settle()
+	sent, _ := a.sent()
+	require.Equal(t, 1, sent)
+	c.changeBy(tg, "a", "flux", "a: 2") // the apply's echoes
+	c.changeBy(tg, "gone", "flux", "")  // pruned
+	c.step(time.Minute)                 // the window closes: "kept" is released
+	c.step(5 * time.Second)             // and its window's silence ends
+	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"), "Git's a, never the older one")
+	assert.NotContains(t, c.remoteFiles(), "clusters/dev/demo/configmaps/gone.yaml")
+	assert.Equal(t, "kept: 1", c.remoteShow("clusters/dev/demo/configmaps/kept.yaml"), "still on the cluster after the apply")
+	assert.Equal(t, []string{"Foreign|seed", "snapshot|Reverser: create ConfigMap demo/mine",
+		"snapshot|Reverser: create ConfigMap demo/kept"}, c.log())
+	assert.Empty(t, c.rec.lastUnapplied())
 }

@@ -19,6 +19,46 @@ import (
 // yet, the Startup converge still to come, the applier's failure). The
 // worker's goroutine owns all of it.
 
+// deferInitial holds back an initial-state change of an object the
+// applier wrote last, until the applier's first converge since the target
+// started has ended: the cluster may hold an older revision of the branch
+// than Git (or objects Git no longer holds, which the apply prunes), and
+// mirroring it would revert Git. Any other change of the object replaces
+// the one held back, being newer.
+func (w *Worker) deferInitial(t *target, ch pendingChange) bool {
+	if t.adopted || !t.cfg.Applied || t.cfg.AppliedBy == "" || !ch.Snapshot || ch.Manager != t.cfg.AppliedBy {
+		delete(t.deferred, ch.Path)
+		return false
+	}
+	t.deferred[ch.Path] = ch
+	return true
+}
+
+// releaseDeferred hands the changes held back to the target once the
+// applier's first converge ended (applied or failed) and its apply window
+// closed: what the cluster still holds of them then is its state, judged
+// as any initial state (an echo of Git, a Repair, or a document to write).
+// A change still waiting for its author is newer and wins.
+func (w *Worker) releaseDeferred(t *target) {
+	if t.adopted {
+		return
+	}
+	if a := t.apply; t.cfg.Applied && (a == nil || !a.ended || a.inflight != nil || a.windowOpen(w.clock.Now())) {
+		return
+	}
+	t.adopted = t.cfg.Applied
+	for _, p := range sortedKeys(t.deferred) {
+		if slices.ContainsFunc(t.pending, func(q pendingChange) bool { return q.Path == p }) {
+			continue
+		}
+		ch := t.deferred[p]
+		t.seq++
+		ch.seq = t.seq
+		t.pending = append(t.pending, ch)
+	}
+	clear(t.deferred)
+}
+
 // unappliedShown bounds the objects a report names; the rest are counted.
 const unappliedShown = 5
 
@@ -86,6 +126,11 @@ func (w *Worker) unapplied(t *target) ([]string, error) {
 			live[d.id.Key(ns)] = true
 		}
 	}
+	for _, ch := range t.deferred {
+		if id := idOfChange(ch.Change); id != (kustomize.ID{}) {
+			live[id.Key(ns)] = true // held back, but on the cluster
+		}
+	}
 	var missing []string
 	lacks := func(id kustomize.ID) {
 		if w.mirrors(t, id) && !live[id.Key(ns)] {
@@ -112,7 +157,8 @@ func (w *Worker) unapplied(t *target) ([]string, error) {
 			if w.layoutPath(t, p) {
 				// Written at its layout path: the path names the object,
 				// whatever the document says.
-				if _, held := t.desired[p]; !held {
+				_, held := t.desired[p]
+				if _, deferred := t.deferred[p]; !held && !deferred {
 					missing = append(missing, strings.TrimPrefix(p, strings.Trim(t.cfg.Path, "/")+"/"))
 				}
 				continue

@@ -83,6 +83,11 @@ type Target struct {
 	// an applier applies its folder, so it is never swept, and the objects
 	// Git holds there that the cluster lacks are reported (feature R3).
 	Applied bool
+	// AppliedBy is the field manager of the applier an Applied target's
+	// claim names, whether held or not: until that applier first applied
+	// the branch, the initial state of objects it wrote last waits
+	// (unapplied.go).
+	AppliedBy string
 	// Kinds is the kind of each scope's resource, which tells the
 	// documents of the folder that the target mirrors.
 	Kinds map[schema.GroupVersionResource]string
@@ -213,6 +218,11 @@ type target struct {
 	// clears what a former worker of the GitTarget said.
 	unappliedAt, unapplied string
 	unappliedSent          bool
+	// deferred are initial-state changes of objects the applier wrote
+	// last, by path, held until its first converge ended (unapplied.go);
+	// adopted says it did, and nothing is deferred any more.
+	deferred map[string]pendingChange
+	adopted  bool
 }
 
 // pendingChange is a change waiting to join its author's window. Once its
@@ -336,7 +346,8 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 		cur, ok := w.targets[t.Key]
 		if !ok {
 			cur = &target{desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{},
-				ids: map[string]kustomize.ID{}, applied: map[string][]byte{}, refused: map[string]string{}}
+				ids: map[string]kustomize.ID{}, applied: map[string][]byte{}, refused: map[string]string{},
+				deferred: map[string]pendingChange{}}
 			w.targets[t.Key] = cur
 		}
 		cur.cfg = t
@@ -521,6 +532,9 @@ func (w *Worker) resolvePending(t *target) error {
 				continue
 			}
 			ch.sealed = true
+		}
+		if w.deferInitial(t, *ch) {
+			continue
 		}
 		if w.echo(t, ch.Change, author) {
 			continue
@@ -742,6 +756,7 @@ func (w *Worker) step(ctx context.Context) {
 	}
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
+		w.releaseDeferred(t)
 		// Changes first, so a sweep sees every object the streams delivered.
 		if err := w.resolvePending(t); err != nil {
 			w.failCommit(fmt.Errorf("committing for %s: %w", key, err))
@@ -1256,11 +1271,6 @@ func (w *Worker) fail(stage string, err error) {
 	w.reporter.Failed(w.sortedTargets(), err)
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

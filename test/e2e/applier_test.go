@@ -89,6 +89,7 @@ func pushByHand(t *testing.T, url, p, message string, edit func(string) string) 
 	work := filepath.Join(t.TempDir(), "work")
 	git(t, filepath.Dir(work), "clone", "--quiet", url, work)
 	content, _ := os.ReadFile(filepath.Join(work, p))
+	require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(work, p), []byte(edit(string(content))), 0o644))
 	git(t, work, "add", "-A")
 	git(t, work, "commit", "--quiet", "-m", message)
@@ -289,4 +290,90 @@ func TestACatchUpYieldsToALiveEditBeforeFluxApplies(t *testing.T) {
 	eventually(t, time.Minute, "a fresh CatchUp applied the tip", func() (bool, error) { return c.applied() == c.head(), nil })
 	assert.Equal(t, "orange", c.color("app"), "never reverted")
 	c.noFluxCommits()
+}
+
+// TestAFolderFluxHasNeverAppliedIsAdoptedWhole (R3): a GitTarget, its
+// rules, a Flux GitRepository and Kustomization and the FluxClaim they
+// share are applied at once over a folder holding two ConfigMaps that
+// Flux has never applied, their file leaving the namespace to Flux's
+// targetNamespace. Nothing is deleted from Git, the cluster ends with the
+// folder's objects, and the GitTarget is Ready only once Git equals the
+// cluster: before, it says NotApplied and names what the cluster lacks.
+func TestAFolderFluxHasNeverAppliedIsAdoptedWhole(t *testing.T) {
+	const settings = `# the app's settings, applied by Flux
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: colors
+data:
+  primary: blue
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: sizes
+data:
+  large: "10"
+`
+	file := mirrorPath + "/settings.yaml"
+	var seeded string
+	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, targetSpec: "  applierRef: {kind: FluxClaim, name: apps}",
+		seed: func(f *mirrorFixture) {
+			seeded = pushByHand(t, f.url, file, "The app's settings", func(string) string { return settings })
+		}})
+	ks := uniqueName("apps")
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  url: %[3]s
+  ref: {branch: main}
+  interval: 1m
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  sourceRef: {kind: GitRepository, name: %[1]s}
+  path: ./%[5]s
+  targetNamespace: %[4]s
+  prune: true
+  interval: 1m
+---
+apiVersion: reverser.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: apps, namespace: %[4]s}
+spec:
+  kubeProviderRef: {name: local}
+  kustomizationRef: {namespace: %[2]s, name: %[1]s}
+`, ks, controlplane.FluxNamespace, f.url, f.ns, mirrorPath), "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = kubectl(admin, "", "delete", "-n", f.ns, "fluxclaim", "apps", "--wait=false")
+		_, _ = kubectl(admin, "", "delete", "-n", controlplane.FluxNamespace, "kustomization,gitrepository", ks, "--wait=false")
+	})
+
+	sawNotApplied := ""
+	eventually(t, 3*time.Minute, "the GitTarget Ready", func() (bool, error) {
+		gt := f.gitTarget()
+		ready := meta.FindStatusCondition(gt.Status.Conditions, v1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionTrue {
+			if ready != nil && ready.Reason == v1.ReasonNotApplied {
+				sawNotApplied = ready.Message
+			}
+			return false, fmt.Errorf("Ready: %+v", ready)
+		}
+		// Ready: the cluster holds what Git holds, now and from then on.
+		names := kubectlOK(t, admin, "", "get", "configmaps", "-n", f.ns, "-o", "jsonpath={.items[*].metadata.name}")
+		assert.Contains(t, names, "colors", "Ready while the cluster lacks ConfigMap colors")
+		assert.Contains(t, names, "sizes", "Ready while the cluster lacks ConfigMap sizes")
+		return true, nil
+	})
+	t.Logf("before Ready, the GitTarget said: %s", sawNotApplied)
+	if sawNotApplied != "" {
+		assert.Contains(t, sawNotApplied, "ConfigMap/colors", "NotApplied names what the cluster lacks")
+	}
+	assert.Equal(t, "blue", kubectlOK(t, admin, "", "get", "configmap", "-n", f.ns, "colors", "-o", "jsonpath={.data.primary}"))
+	assert.Equal(t, settings, git(t, f.bare, "show", "main:"+file)+"\n", "the folder's file as its author wrote it")
+	assert.Empty(t, git(t, f.bare, "log", "--diff-filter=D", "--name-only", "--format=", seeded+"..main"), "nothing deleted from Git")
+	assert.Equal(t, "True", kubectlOK(t, admin, "", "get", "fluxclaim", "-n", f.ns, "apps", "-o", `jsonpath={.status.conditions[?(@.type=="Held")].status}`))
 }

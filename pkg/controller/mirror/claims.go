@@ -120,6 +120,21 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	return cl, appliedInto, nil
 }
 
+// appliedBy is the field manager of the applier kind the GitTarget's
+// claim names, held or not: its writes are told from people's by it.
+func appliedBy(gt *v1.GitTarget) string {
+	if gt.Spec.ApplierRef == nil {
+		return ""
+	}
+	switch gt.Spec.ApplierRef.Kind {
+	case v1.ApplierKindFluxClaim:
+		return applier.FluxManager
+	case v1.ApplierKindArgoCDClaim:
+		return applier.ArgoCDManager
+	}
+	return ""
+}
+
 // barrier answers an apply window's barrier for the GitTarget key once
 // every stream of its mirror has handed its worker an event at or past the
 // newest resourceVersion of its collection. A barrier not met within

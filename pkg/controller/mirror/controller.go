@@ -587,6 +587,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Scopes:      scopes,
 		Claim:       claim,
 		Applied:     gt.Spec.ApplierRef != nil,
+		AppliedBy:   appliedBy(gt),
 		Kinds:       kinds,
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
