@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/watch"
 )
@@ -282,12 +283,16 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 	}
 	want, wantHeld := w.gitDocument(t, ch.Path)
 	got := gitrepo.BlobHash(ch.Content)
-	if (ch.Content == nil && !wantHeld) || (ch.Content != nil && wantHeld && got == want) {
+	// An object whose document is in the folder's sources (a file of
+	// another name, a kustomized folder) that the worker never wrote: the
+	// applier applied it from there, so its write is Git's (R3).
+	adopted := ch.Content != nil && !wantHeld && w.inSources(t, ch)
+	if (ch.Content == nil && !wantHeld) || (ch.Content != nil && wantHeld && got == want) || adopted {
 		metrics.ApplyWindowEchoes.Inc()
 		if ch.Content == nil {
 			delete(t.desired, ch.Path)
 		} else {
-			_ = w.hold(t, ch.Path, doc{content: ch.Content, desc: ch.Desc, sealed: len(ch.Encrypt) > 0}) // bytes given: cannot fail
+			_ = w.hold(t, ch.Path, doc{content: ch.Content, desc: ch.Desc, id: idOfChange(ch), sealed: len(ch.Encrypt) > 0}) // bytes given: cannot fail
 		}
 		return true
 	}
@@ -300,7 +305,11 @@ func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool
 		if !wantHeld {
 			return false // Git has no document to keep: mirror the object
 		}
-		if err := w.hold(t, ch.Path, doc{hash: want, desc: ch.Desc, sealed: len(ch.Encrypt) > 0}); err != nil {
+		kept := doc{hash: want, desc: ch.Desc, id: idOfChange(ch), sealed: len(ch.Encrypt) > 0}
+		if _, inGit := w.index[ch.Path]; !inGit {
+			kept.content = t.applied[ch.Path] // written into the sources: no blob of its own
+		}
+		if err := w.hold(t, ch.Path, kept); err != nil {
 			return false
 		}
 		metrics.ApplyWindowCollisions.Inc()
@@ -332,8 +341,25 @@ func (w *Worker) gitDocument(t *target, p string) (plumbing.Hash, bool) {
 			return d.hash, held
 		}
 	}
-	h, ok := w.index[p]
-	return h, ok
+	if h, ok := w.index[p]; ok {
+		return h, true
+	}
+	// Written into the folder's sources: the state it was written at.
+	if b, ok := t.applied[p]; ok {
+		return gitrepo.BlobHash(b), true
+	}
+	return plumbing.ZeroHash, false
+}
+
+// inSources tells whether ch's object has its document in t's sources
+// rather than at its layout path: in a folder kustomize builds, or in
+// another file of the folder.
+func (w *Worker) inSources(t *target, ch watch.Change) bool {
+	id := idOfChange(ch)
+	if id == (kustomize.ID{}) {
+		return false
+	}
+	return w.kustomized(t) || w.docs.elsewhere(id, t.cfg.Path, ch.Path, t.cfg.Namespace) != ""
 }
 
 // noteLiveEdit records that a person's edit joined a window, which an

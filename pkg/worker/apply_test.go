@@ -745,3 +745,28 @@ func TestWhatTheApplierLeftIsNotMirroredBeforeItApplies(t *testing.T) {
 		"snapshot|Reverser: create ConfigMap demo/kept"}, c.log())
 	assert.Empty(t, c.rec.lastUnapplied())
 }
+
+// TestTheApplierCreatingWhatAFileHoldsIsAnEcho (R3): the applier creates
+// an object whose document is in a file of another name (a folder people
+// wrote). Its write is Git's: nothing is committed, no Repair is asked,
+// and Git equals the cluster.
+func TestTheApplierCreatingWhatAFileHoldsIsAnEcho(t *testing.T) {
+	c, tg, a, _ := applied(t, 0, map[string]string{"clusters/dev/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n"}, true)
+	tg.Namespace = "demo"
+	c.w.SetTarget(c.ctx, tg)
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.settle()
+	sent, applied := a.sent()
+	require.Equal(t, 1, sent, "the Startup converge")
+	require.Equal(t, 1, applied)
+	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml",
+		Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: demo}\ndata: {k: v}\n"),
+		Desc:    "ConfigMap demo/a", GVR: cmGVR, Kind: "ConfigMap", Namespace: "demo", Name: "a", Seen: c.clock.Now(), ResourceVersion: "flux"})
+	c.settle() // within the apply window
+	c.step(time.Minute)
+	c.step(time.Minute)
+	sent, _ = a.sent()
+	assert.Equal(t, 1, sent, "no Repair: the applier applied what Git holds")
+	assert.Equal(t, []string{"Foreign|seed"}, c.log())
+	assert.Empty(t, c.rec.lastUnapplied(), "Git equals the cluster")
+}
