@@ -246,7 +246,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync, Operations: operations})
+	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync, Operations: operations,
+		NamespaceLabels: c.NamespaceLabels})
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
 		if err := serveAudit(ctx, o, kube, ingress); err != nil {

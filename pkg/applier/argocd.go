@@ -40,8 +40,9 @@ type ArgoCD struct {
 }
 
 // TakeOver turns automated sync off for claim, keeping what it was. A
-// claim another holds is refused.
-func (a *ArgoCD) TakeOver(ctx context.Context, app Ref, claim string) error {
+// claim another holds is refused. Holding an Application touches nothing
+// else: may is never asked.
+func (a *ArgoCD) TakeOver(ctx context.Context, app Ref, claim string, _ Authorize) error {
 	obj, err := a.Client.Resource(Applications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Application %s: %w", app, err)

@@ -47,15 +47,15 @@ func TestAnArgoCDClaimTurnsAutomatedSyncOffAndGivesItBack(t *testing.T) {
 	automated := map[string]any{"prune": true, "selfHeal": true}
 	a := newArgoCD(application("apps", automated), application("manual", nil))
 	app := Ref{Namespace: "argocd", Name: "apps"}
-	require.NoError(t, a.TakeOver(ctx, app, "team/apps"))
+	require.NoError(t, a.TakeOver(ctx, app, "team/apps", nil))
 	_, found, _ := unstructured.NestedMap(a.get(t, "apps").Object, "spec", "syncPolicy", "automated")
 	assert.False(t, found, "automated sync off while held")
 	held, ns, err := a.HeldBy(ctx, app, "team/apps")
 	require.NoError(t, err)
 	assert.True(t, held)
 	assert.Equal(t, "shop", ns, "documents without a namespace go to spec.destination.namespace")
-	require.NoError(t, a.TakeOver(ctx, app, "team/apps"), "idempotent")
-	assert.ErrorContains(t, a.TakeOver(ctx, app, "other/apps"), "is held by ArgoCDClaim team/apps")
+	require.NoError(t, a.TakeOver(ctx, app, "team/apps", nil), "idempotent")
+	assert.ErrorContains(t, a.TakeOver(ctx, app, "other/apps", nil), "is held by ArgoCDClaim team/apps")
 
 	require.NoError(t, a.Release(ctx, app, "team/apps"))
 	got, found, _ := unstructured.NestedMap(a.get(t, "apps").Object, "spec", "syncPolicy", "automated")
@@ -64,7 +64,7 @@ func TestAnArgoCDClaimTurnsAutomatedSyncOffAndGivesItBack(t *testing.T) {
 	assert.Empty(t, a.get(t, "apps").GetAnnotations(), "nothing of Reverser's left")
 
 	manual := Ref{Namespace: "argocd", Name: "manual"}
-	require.NoError(t, a.TakeOver(ctx, manual, "team/manual"))
+	require.NoError(t, a.TakeOver(ctx, manual, "team/manual", nil))
 	require.NoError(t, a.Release(ctx, manual, "team/manual"))
 	_, found, _ = unstructured.NestedMap(a.get(t, "manual").Object, "spec", "syncPolicy", "automated")
 	assert.False(t, found, "a manual Application stays manual")

@@ -86,10 +86,17 @@ func claimsOf(obj *unstructured.Unstructured) []string {
 	return strings.Split(v, ",")
 }
 
+// Authorize says whether the claim's author may have Reverser hold obj, of
+// resource gr, besides the applier object the claim names; nil allows.
+type Authorize func(ctx context.Context, gr schema.GroupResource, obj Ref) error
+
 // TakeOver holds the schedules of the Kustomization ks and of its
-// GitRepository for claim ("namespace/name"). It is idempotent. A
-// Kustomization another claim holds is refused.
-func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string) error {
+// GitRepository for claim ("namespace/name"), once may allows the
+// GitRepository (which may be another team's, in another namespace). It is
+// idempotent. A Kustomization another claim holds is refused. A
+// GitRepository the claim held before the Kustomization's sourceRef
+// changed is given back.
+func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string, may Authorize) error {
 	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Kustomization %s: %w", ks, err)
@@ -101,6 +108,13 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string) error {
 	if err != nil {
 		return err
 	}
+	if may != nil {
+		// Before any write: the source is checked as the Kustomization
+		// names it in the very read that is held.
+		if err := may(ctx, GitRepositories.GroupResource(), src); err != nil {
+			return err
+		}
+	}
 	if err := f.hold(ctx, Kustomizations, obj, claim); err != nil {
 		return fmt.Errorf("taking over Kustomization %s: %w", ks, err)
 	}
@@ -110,6 +124,27 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string) error {
 	}
 	if err := f.hold(ctx, GitRepositories, repo, claim); err != nil {
 		return fmt.Errorf("taking over GitRepository %s: %w", src, err)
+	}
+	return f.releaseSources(ctx, claim, src)
+}
+
+// releaseSources gives back every GitRepository claim holds but keep: what
+// a claim holds is what the claimed-by annotations Reverser wrote say, not
+// what the Kustomization's sourceRef says now, which its writer may have
+// changed since.
+func (f *Flux) releaseSources(ctx context.Context, claim string, keep Ref) error {
+	repos, err := f.Client.Resource(GitRepositories).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing GitRepositories: %w", err)
+	}
+	for i := range repos.Items {
+		repo := &repos.Items[i]
+		if (Ref{Namespace: repo.GetNamespace(), Name: repo.GetName()}) == keep || !slices.Contains(claimsOf(repo), claim) {
+			continue
+		}
+		if err := f.unhold(ctx, GitRepositories, repo, claim); err != nil {
+			return fmt.Errorf("releasing GitRepository %s/%s: %w", repo.GetNamespace(), repo.GetName(), err)
+		}
 	}
 	return nil
 }
@@ -143,29 +178,21 @@ func (f *Flux) hold(ctx context.Context, gvr schema.GroupVersionResource, obj *u
 	return f.patch(ctx, gvr, obj, annotations, HeldInterval)
 }
 
-// Release gives ks's schedule back, and its GitRepository's once no other
-// claim holds it: spec.interval as it was before the first claim, and no
-// annotation of Reverser's left. Objects already gone are fine.
+// Release gives ks's schedule back, and that of every GitRepository the
+// claim holds (whatever ks's sourceRef says now) once no other claim holds
+// it: spec.interval as it was before the first claim, and no annotation of
+// Reverser's left. Objects already gone are fine.
 func (f *Flux) Release(ctx context.Context, ks Ref, claim string) error {
 	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
-	if err != nil {
-		return ignoreNotFound(err, "reading Kustomization "+ks.String())
+	switch {
+	case err == nil:
+		if err := f.unhold(ctx, Kustomizations, obj, claim); err != nil {
+			return fmt.Errorf("releasing Kustomization %s: %w", ks, err)
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
-	src, srcErr := source(obj)
-	if err := f.unhold(ctx, Kustomizations, obj, claim); err != nil {
-		return fmt.Errorf("releasing Kustomization %s: %w", ks, err)
-	}
-	if srcErr != nil {
-		return nil // nothing of ours on a source we never held
-	}
-	repo, err := f.Client.Resource(GitRepositories).Namespace(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
-	if err != nil {
-		return ignoreNotFound(err, "reading GitRepository "+src.String())
-	}
-	if err := f.unhold(ctx, GitRepositories, repo, claim); err != nil {
-		return fmt.Errorf("releasing GitRepository %s: %w", src, err)
-	}
-	return nil
+	return f.releaseSources(ctx, claim, Ref{})
 }
 
 func (f *Flux) unhold(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, claim string) error {

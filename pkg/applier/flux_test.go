@@ -2,6 +2,7 @@ package applier
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -58,15 +59,15 @@ func TestTakeOverAndReleaseGiveTheScheduleBackAsItWas(t *testing.T) {
 	ks := Ref{Namespace: "flux-system", Name: "apps"}
 	before := f.get(t, Kustomizations, "apps")
 
-	require.NoError(t, f.TakeOver(ctx, ks, "team/apps"))
-	require.NoError(t, f.TakeOver(ctx, ks, "team/apps"), "idempotent")
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil), "idempotent")
 	held := f.get(t, Kustomizations, "apps")
 	assert.Equal(t, HeldInterval, interval(held))
 	assert.Equal(t, "team/apps", held.GetAnnotations()[ClaimedByAnnotation])
 	assert.Equal(t, "10m", held.GetAnnotations()[IntervalAnnotation])
 	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "repo")))
 
-	err := f.TakeOver(ctx, ks, "other/claim")
+	err := f.TakeOver(ctx, ks, "other/claim", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "held by FluxClaim team/apps already")
 
@@ -87,8 +88,8 @@ func TestASharedGitRepositoryIsReleasedByItsLastClaim(t *testing.T) {
 	ctx := context.Background()
 	repo := fluxObject(GitRepositories, "GitRepository", "repo", "5m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	f := newFlux(kustomization("a", "repo"), kustomization("b", "repo"), repo)
-	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "a"}, "team/a"))
-	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "b"}, "team/b"))
+	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "a"}, "team/a", nil))
+	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "b"}, "team/b", nil))
 	assert.Equal(t, "team/a,team/b", f.get(t, GitRepositories, "repo").GetAnnotations()[ClaimedByAnnotation])
 
 	require.NoError(t, f.Release(ctx, Ref{"flux-system", "a"}, "team/a"))
@@ -100,7 +101,7 @@ func TestASharedGitRepositoryIsReleasedByItsLastClaim(t *testing.T) {
 func TestOnlyGitRepositoriesAreFollowed(t *testing.T) {
 	ks := fluxObject(Kustomizations, "Kustomization", "oci", "10m", map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "x"}})
 	f := newFlux(ks)
-	err := f.TakeOver(context.Background(), Ref{"flux-system", "oci"}, "team/oci")
+	err := f.TakeOver(context.Background(), Ref{"flux-system", "oci"}, "team/oci", nil)
 	require.ErrorIs(t, err, ErrNotGitRepository)
 	assert.Equal(t, "10m", interval(f.get(t, Kustomizations, "oci")), "nothing changed")
 }
@@ -181,7 +182,7 @@ func TestHeldByReadsTheAnnotationOnlyTakeOverWrites(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, held, "not taken over")
 	assert.Empty(t, ns, "no spec.targetNamespace")
-	require.NoError(t, f.TakeOver(ctx, ks, "team/apps"))
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
 	obj := f.get(t, Kustomizations, "apps")
 	require.NoError(t, unstructured.SetNestedField(obj.Object, "shop", "spec", "targetNamespace"))
 	_, err = f.Client.Resource(Kustomizations).Namespace("flux-system").Update(ctx, obj, metav1.UpdateOptions{})
@@ -195,4 +196,59 @@ func TestHeldByReadsTheAnnotationOnlyTakeOverWrites(t *testing.T) {
 	assert.False(t, held, "another namespace's claim of the same name holds nothing")
 	_, _, err = f.HeldBy(ctx, Ref{"flux-system", "gone"}, "team/apps")
 	assert.Error(t, err)
+}
+
+// TestASourceTheAuthorMayNotPatchIsNeverHeld (#27, finding 1): holding a
+// Kustomization also holds its GitRepository, which may be another team's;
+// when may refuses it, nothing at all is written.
+func TestASourceTheAuthorMayNotPatchIsNeverHeld(t *testing.T) {
+	ctx := context.Background()
+	repo := fluxObject(GitRepositories, "GitRepository", "platform", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	ks := kustomization("apps", "platform")
+	f := newFlux(ks, repo)
+	refused := errors.New("bob may not patch it")
+	var asked []string
+	err := f.TakeOver(ctx, Ref{"flux-system", "apps"}, "team/apps", func(_ context.Context, gr schema.GroupResource, obj Ref) error {
+		asked = append(asked, gr.String()+" "+obj.String())
+		return refused
+	})
+	require.ErrorIs(t, err, refused)
+	assert.Equal(t, []string{"gitrepositories.source.toolkit.fluxcd.io flux-system/platform"}, asked)
+	assert.Equal(t, "10m", interval(f.get(t, Kustomizations, "apps")), "the Kustomization is not held either")
+	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations())
+	assert.Equal(t, "1m", interval(f.get(t, GitRepositories, "platform")))
+	assert.Empty(t, f.get(t, GitRepositories, "platform").GetAnnotations())
+}
+
+// TestWhatWasHeldIsGivenBackWhateverTheSourceRefSaysNow (#27, finding 1):
+// the Kustomization's writer points it at another source while held; the
+// next hold and the release give the first source back, as it was.
+func TestWhatWasHeldIsGivenBackWhateverTheSourceRefSaysNow(t *testing.T) {
+	ctx := context.Background()
+	platform := fluxObject(GitRepositories, "GitRepository", "platform", "1m", map[string]any{"url": "http://127.0.0.1/p.git"})
+	mine := fluxObject(GitRepositories, "GitRepository", "mine", "2m", map[string]any{"url": "http://127.0.0.1/m.git"})
+	f := newFlux(kustomization("apps", "platform"), platform, mine)
+	ks := Ref{"flux-system", "apps"}
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
+	require.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "platform")))
+
+	moved := f.get(t, Kustomizations, "apps")
+	require.NoError(t, unstructured.SetNestedField(moved.Object, "mine", "spec", "sourceRef", "name"))
+	_, err := f.Client.Resource(Kustomizations).Namespace("flux-system").Update(ctx, moved, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.Release(ctx, ks, "team/apps"))
+	assert.Equal(t, "1m", interval(f.get(t, GitRepositories, "platform")), "the source held, given back")
+	assert.Empty(t, f.get(t, GitRepositories, "platform").GetAnnotations())
+	assert.Equal(t, "2m", interval(f.get(t, GitRepositories, "mine")), "never held")
+
+	// Held again, then moved: the next hold gives the old source back.
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
+	require.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "mine")))
+	moved = f.get(t, Kustomizations, "apps")
+	require.NoError(t, unstructured.SetNestedField(moved.Object, "platform", "spec", "sourceRef", "name"))
+	_, err = f.Client.Resource(Kustomizations).Namespace("flux-system").Update(ctx, moved, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
+	assert.Equal(t, "2m", interval(f.get(t, GitRepositories, "mine")))
+	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "platform")))
 }

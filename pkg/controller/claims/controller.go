@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -64,6 +65,9 @@ type Config struct {
 	// still get and patch the applier object.
 	Authorizer authorizer.Authorizer
 	Resync     time.Duration
+	// NamespaceLabels reads a namespace's labels, for KubeProviders'
+	// spec.consumerNamespaces selectors.
+	NamespaceLabels tenancy.NamespaceLabels
 	// Operations brings the converges branch workers report.
 	Operations *Operations
 }
@@ -120,7 +124,7 @@ type Controller struct {
 
 // holder is what the controller needs of a claim kind's applier.
 type holder interface {
-	TakeOver(ctx context.Context, ref applier.Ref, claim string) error
+	TakeOver(ctx context.Context, ref applier.Ref, claim string, may applier.Authorize) error
 	Release(ctx context.Context, ref applier.Ref, claim string) error
 }
 
@@ -296,6 +300,16 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return c.cfg.Resync, c.release(ctx, cl, stalled("RemoteNotSupported", fmt.Sprintf(
 			"KubeProvider %s reaches another cluster; claims are held only through an inCluster provider for now", kp.Name)))
 	}
+	// A claim is admitted by its KubeProvider as a GitTarget is: a
+	// namespace the provider stops admitting loses its holds.
+	admitted, err := tenancy.Consumer(ctx, kp, cl.meta.Namespace, c.cfg.NamespaceLabels)
+	if err != nil {
+		return 0, err
+	}
+	if !admitted {
+		return c.cfg.Resync, c.release(ctx, cl, stalled("KubeProviderNotLent", fmt.Sprintf(
+			"KubeProvider %s does not admit claims from namespace %s: add it to the provider's spec.consumerNamespaces", kp.Name, cl.meta.Namespace)))
+	}
 	if refusal, err := c.authorized(ctx, cl); err != nil || refusal != "" {
 		if err != nil {
 			return 0, err
@@ -308,7 +322,12 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return 0, ignoreConflict(cl.update(ctx)) // its event brings the claim back
 	}
 	annotated := ns + "/" + name
-	if err := k.holder.TakeOver(ctx, cl.target, annotated); err != nil {
+	if err := k.holder.TakeOver(ctx, cl.target, annotated, c.mayHold(cl)); err != nil {
+		var refused *notAuthorized
+		if errors.As(err, &refused) {
+			return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: "NotAuthorized", Message: refused.message})
+		}
 		return c.cfg.Resync, c.writeStatus(ctx, cl, stalled(reasonFor(err), err.Error()), false)
 	}
 	return c.cfg.Resync, c.writeStatus(ctx, cl, c.holding(cl), true)
@@ -355,6 +374,34 @@ func (c *Controller) authorized(ctx context.Context, cl *claim) (string, error) 
 		return "", err
 	}
 	return tenancy.DeniedClaim(a.Username, missing), nil
+}
+
+// notAuthorized refuses to hold an object the claim's author may not
+// patch; message says which, in words a user can act on.
+type notAuthorized struct{ message string }
+
+func (e *notAuthorized) Error() string { return e.message }
+
+// mayHold asks, for each object besides the applier object that holding
+// touches (a Kustomization's GitRepository, which may be another team's),
+// whether status.authorizedBy may get and patch it.
+func (c *Controller) mayHold(cl *claim) applier.Authorize {
+	return func(ctx context.Context, gr schema.GroupResource, obj applier.Ref) error {
+		a := cl.status.AuthorizedBy
+		if a == nil {
+			return &notAuthorized{message: "nobody is recorded as having authorised this claim: re-apply it"}
+		}
+		missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups},
+			tenancy.ClaimAccess(gr.Group, gr.Resource, obj.Namespace, obj.Name))
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			return &notAuthorized{message: tenancy.DeniedClaim(a.Username, missing) +
+				fmt.Sprintf(" (holding the %s holds its source %s %s too, whose schedule it would freeze)", cl.kind.what, gr.Resource, obj)}
+		}
+		return nil
+	}
 }
 
 func stalled(reason, message string) *metav1.Condition {

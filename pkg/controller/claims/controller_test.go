@@ -80,3 +80,29 @@ func TestOnlyTheAppliersFailureMakesAClaimFailing(t *testing.T) {
 	ops.Record(key, worker.ApplyReport{Reason: "Repair"})
 	assert.Equal(t, "Holding", c.holding(cl).Reason, "an ArgoCDClaim of the same name is another claim")
 }
+
+// TestASourceIsHeldOnlyWhereTheAuthorMayPatchIt (#27, finding 1): the
+// GitRepository a Kustomization's claim would hold is asked about for the
+// claim's author, by name; the refusal names it and why it matters.
+func TestASourceIsHeldOnlyWhereTheAuthorMayPatchIt(t *testing.T) {
+	var asked []string
+	c := &Controller{cfg: Config{Authorizer: authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		asked = append(asked, fmt.Sprintf("%s %s %s.%s %s/%s", a.GetUser().GetName(), a.GetVerb(), a.GetResource(), a.GetAPIGroup(), a.GetNamespace(), a.GetName()))
+		if a.GetNamespace() == "team" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})}}
+	cl := &claim{kind: &claimKind{what: "Kustomization"}, status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "bob"}}}
+	may := c.mayHold(cl)
+	repos := applier.GitRepositories.GroupResource()
+	assert.NoError(t, may(context.Background(), repos, applier.Ref{Namespace: "team", Name: "mine"}))
+	err := may(context.Background(), repos, applier.Ref{Namespace: "flux-system", Name: "platform"})
+	var refused *notAuthorized
+	assert.ErrorAs(t, err, &refused)
+	assert.ErrorContains(t, err, `user "bob" may not hand this applier to Reverser: it lacks get gitrepositories.source.toolkit.fluxcd.io flux-system/platform, patch gitrepositories.source.toolkit.fluxcd.io flux-system/platform`)
+	assert.Contains(t, asked, "bob patch gitrepositories.source.toolkit.fluxcd.io flux-system/platform")
+
+	cl.status.AuthorizedBy = nil
+	assert.ErrorAs(t, may(context.Background(), repos, applier.Ref{Namespace: "team", Name: "mine"}), &refused)
+}
