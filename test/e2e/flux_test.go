@@ -127,7 +127,7 @@ func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 	require.NoError(t, err)
 	flux := &applier.Flux{Client: dynamic.NewForConfigOrDie(cfg)}
 	ks := applier.Ref{Namespace: controlplane.FluxNamespace, Name: name}
-	require.NoError(t, flux.TakeOver(ctx, ks, "e2e/claim"))
+	require.NoError(t, flux.TakeOver(ctx, ks, "e2e/claim", nil))
 	t.Cleanup(func() { _ = flux.Release(ctx, ks, "e2e/claim") })
 	// Changing spec.interval makes both reconcile once more; after that
 	// only Reverser's requests do.

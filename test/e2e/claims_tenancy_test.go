@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"reverser.dev/reverser/pkg/applier"
+	"reverser.dev/reverser/test/controlplane"
+)
+
+// The attacks of this file are made through claims, by bob as a namespace
+// tenant (tenancy_test.go) who may also write Flux objects and FluxClaims
+// in his namespace, as a team that runs its own Kustomizations does.
+
+const fluxTenantRole = `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: flux-tenant, namespace: %[1]s}
+rules:
+- apiGroups: [kustomize.toolkit.fluxcd.io, source.toolkit.fluxcd.io]
+  resources: [kustomizations, gitrepositories]
+  verbs: ["*"]
+- apiGroups: [reverser.dev]
+  resources: [fluxclaims]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: flux-tenant, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: flux-tenant}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+`
+
+// claimFlux sets up bob's side of a claim: rights on Flux objects in his
+// namespace, his GitTarget "site" naming FluxClaim "apps", and, as bob, a
+// Kustomization "apps" fed by the GitRepository source ("namespace/name")
+// and the FluxClaim on it through the tenant's KubeProvider.
+func (tn *tenant) claimFlux(source string) {
+	t := tn.t
+	t.Helper()
+	kubectlOK(t, admin, fmt.Sprintf(fluxTenantRole, tn.ns), "apply", "-f", "-")
+	tn.mirror("", ownConfigMaps)
+	kubectlOK(t, bob, "", "patch", "gittarget", "-n", tn.ns, "site", "--type=merge", "-p", `{"spec":{"applierRef":{"kind":"FluxClaim","name":"apps"}}}`)
+	srcNS, srcName := splitRef(source)
+	kubectlOK(t, bob, fmt.Sprintf(`apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps, namespace: %[1]s}
+spec:
+  sourceRef: {kind: GitRepository, name: %[3]s, namespace: %[2]s}
+  path: ./%[5]s
+  targetNamespace: %[1]s
+  prune: true
+  interval: 10m
+---
+apiVersion: reverser.dev/v1alpha1
+kind: FluxClaim
+metadata: {name: apps, namespace: %[1]s}
+spec:
+  kubeProviderRef: {name: %[4]s}
+  kustomizationRef: {namespace: %[1]s, name: apps}
+`, tn.ns, srcNS, srcName, tn.provider, mirrorPath), "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = kubectl(admin, "", "delete", "fluxclaim", "-n", tn.ns, "apps", "--timeout=60s")
+	})
+}
+
+func splitRef(ref string) (namespace, name string) {
+	for i := range ref {
+		if ref[i] == '/' {
+			return ref[:i], ref[i+1:]
+		}
+	}
+	return "", ref
+}
+
+// fluxObjectIn reads a field of a Flux object in namespace ns.
+func fluxObjectIn(t *testing.T, resource, ns, name, path string) string {
+	t.Helper()
+	return kubectlOK(t, admin, "", "get", resource, "-n", ns, name, "-o", "jsonpath={"+path+"}")
+}
+
+// TestATenantCannotFreezeAnotherTeamsFluxSource (#27, finding 1): bob's
+// Kustomization is fed by the platform team's GitRepository in
+// flux-system, which bob may not patch. His claim on it is refused,
+// naming the source, and neither the source nor his Kustomization is
+// touched: every Kustomization the platform source feeds keeps applying.
+func TestATenantCannotFreezeAnotherTeamsFluxSource(t *testing.T) {
+	tn := newTenant(t, "")
+	platform := uniqueName("platform")
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: %s, namespace: %s}
+spec:
+  url: %s
+  ref: {branch: main}
+  interval: 1m
+`, platform, controlplane.FluxNamespace, createRepo(t, "platform")), "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = kubectl(admin, "", "delete", "gitrepository", "-n", controlplane.FluxNamespace, platform, "--wait=false")
+	})
+
+	tn.claimFlux(controlplane.FluxNamespace + "/" + platform)
+	msg := waitCondition(t, time.Minute, "Ready", "False", "NotAuthorized", "fluxclaim", "-n", tn.ns, "apps")
+	assert.Contains(t, msg, `user "bob" may not hand this applier to Reverser`)
+	assert.Contains(t, msg, "patch gitrepositories.source.toolkit.fluxcd.io "+controlplane.FluxNamespace+"/"+platform)
+	never(t, 15*time.Second, "the platform source or bob's Kustomization held", func() bool {
+		return fluxObjectIn(t, "gitrepository", controlplane.FluxNamespace, platform, ".spec.interval") != "1m" ||
+			fluxObjectIn(t, "gitrepository", controlplane.FluxNamespace, platform, `.metadata.annotations.reverser\.dev/claimed-by`) != "" ||
+			fluxObjectIn(t, "kustomization", tn.ns, "apps", ".spec.interval") != "10m" ||
+			fluxObjectIn(t, "kustomization", tn.ns, "apps", `.metadata.annotations.reverser\.dev/claimed-by`) != ""
+	})
+}
+
+// TestAClaimObeysItsKubeProvidersConsumerNamespaces (#27, finding 6): the
+// admin's KubeProvider admits bob's namespace, and bob's claim on his own
+// Kustomization is held; once the provider stops admitting it, the claim
+// is released within a resync and Flux's schedule is given back.
+func TestAClaimObeysItsKubeProvidersConsumerNamespaces(t *testing.T) {
+	tn := newTenant(t, "")
+	admit := func(ns string) {
+		kubectlOK(t, admin, "", "patch", "kubeprovider", tn.provider, "--type=merge", "-p",
+			fmt.Sprintf(`{"spec":{"consumerNamespaces":{"from":"Names","names":[%q]}}}`, ns))
+	}
+	admit(tn.ns)
+	kubectlOK(t, admin, fmt.Sprintf(fluxTenantRole, tn.ns), "apply", "-f", "-")
+	kubectlOK(t, bob, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: {name: mine, namespace: %s}
+spec:
+  url: %s
+  ref: {branch: main}
+  interval: 1m
+`, tn.ns, tn.url), "apply", "-f", "-")
+	tn.claimFlux(tn.ns + "/mine")
+	waitCondition(t, time.Minute, "Held", "True", "Holding", "fluxclaim", "-n", tn.ns, "apps")
+	assert.Equal(t, applier.HeldInterval, fluxObjectIn(t, "gitrepository", tn.ns, "mine", ".spec.interval"))
+
+	admit("somebody-else")
+	msg := waitCondition(t, time.Minute, "Ready", "False", "KubeProviderNotLent", "fluxclaim", "-n", tn.ns, "apps")
+	assert.Contains(t, msg, "spec.consumerNamespaces")
+	assert.Equal(t, "10m", fluxObjectIn(t, "kustomization", tn.ns, "apps", ".spec.interval"), "Flux's schedule given back")
+	assert.Equal(t, "1m", fluxObjectIn(t, "gitrepository", tn.ns, "mine", ".spec.interval"))
+	assert.Empty(t, fluxObjectIn(t, "kustomization", tn.ns, "apps", `.metadata.annotations.reverser\.dev/claimed-by`))
+}
