@@ -219,12 +219,13 @@ func (o *Options) config() (*Config, error) {
 	save := admission.NewSave(sc.Authorization.Authorizer, nsLabels)
 	rules := admission.NewRules(sc.Authorization.Authorizer, served)
 	claims := admission.NewClaims(sc.Authorization.Authorizer)
-	for _, p := range []genericadmission.InitializationValidator{save, rules, claims} {
+	credentials := admission.NewCredentials(sc.Authorization.Authorizer)
+	for _, p := range []genericadmission.InitializationValidator{save, rules, claims, credentials} {
 		if err := p.ValidateInitialization(); err != nil {
 			return nil, err
 		}
 	}
-	ours := genericadmission.NewChainHandler(save, rules, claims)
+	ours := genericadmission.NewChainHandler(save, rules, claims, credentials)
 	if sc.AdmissionControl == nil {
 		sc.AdmissionControl = ours
 	} else {

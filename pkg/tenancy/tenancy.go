@@ -173,6 +173,29 @@ func DeniedClaim(user string, missing []Access) string {
 		user, strings.Join(parts, ", "))
 }
 
+// SecretAccess lists the permissions to read the Secrets names of
+// namespace, which a GitProvider sends to its URL or signs with.
+func SecretAccess(namespace string, names ...string) []Access {
+	out := make([]Access, 0, len(names))
+	for _, name := range names {
+		acc := Access{Verb: "get", Resource: "secrets", Namespace: namespace, Name: name}
+		if !slices.Contains(out, acc) {
+			out = append(out, acc)
+		}
+	}
+	return out
+}
+
+// DeniedSecrets explains which Secrets a GitProvider's writer may not read.
+func DeniedSecrets(user string, missing []Access) string {
+	parts := make([]string, len(missing))
+	for i, a := range missing {
+		parts[i] = a.String()
+	}
+	return fmt.Sprintf("user %q may not have Reverser use these Secrets: it lacks %s; a GitProvider uses only Secrets its author may read",
+		user, strings.Join(parts, ", "))
+}
+
 // Missing asks authz about each access for u and returns those it does not
 // allow. An authorizer that fails is an error, not a refusal.
 func Missing(ctx context.Context, authz authorizer.Authorizer, u user.Info, needed []Access) ([]Access, error) {

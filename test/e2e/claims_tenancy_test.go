@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
@@ -144,4 +148,68 @@ spec:
 	assert.Equal(t, "10m", fluxObjectIn(t, "kustomization", tn.ns, "apps", ".spec.interval"), "Flux's schedule given back")
 	assert.Equal(t, "1m", fluxObjectIn(t, "gitrepository", tn.ns, "mine", ".spec.interval"))
 	assert.Empty(t, fluxObjectIn(t, "kustomization", tn.ns, "apps", `.metadata.annotations.reverser\.dev/claimed-by`))
+}
+
+// TestAGitProviderCannotSendASecretItsWriterMayNotRead (#27, finding 4):
+// bob may write Reverser's objects in his namespace but not get its
+// Secrets. His GitProvider naming Secret db-creds, sending it to a host of
+// his, is refused by name; so is his change of the URL of the admin's
+// GitProvider that names it. Nothing reaches his host.
+func TestAGitProviderCannotSendASecretItsWriterMayNotRead(t *testing.T) {
+	ns := namespace(t, "creds")
+	var mu sync.Mutex
+	var reached []string
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(host.Close)
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: db-creds, namespace: %[1]s}
+stringData: {username: db, password: s3cret}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reverser-only, namespace: %[1]s}
+rules:
+- apiGroups: [reverser.dev]
+  resources: [gitproviders, gittargets, watchrules]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reverser-only, namespace: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reverser-only}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+`, ns), "apply", "-f", "-")
+	provider := func(name, url string) string {
+		return fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: GitProvider
+metadata: {name: %s, namespace: %s}
+spec:
+  url: %s
+  secretRef: {name: db-creds}
+  allowInsecureHTTP: true
+`, name, ns, url)
+	}
+	out, err := kubectl(bob, provider("mine", host.URL+"/x.git"), "apply", "-f", "-")
+	require.Error(t, err, "bob's GitProvider naming a Secret he may not read")
+	assert.Contains(t, out, `user "bob" may not have Reverser use these Secrets: it lacks get secrets `+ns+"/db-creds")
+	_, err = kubectl(admin, "", "get", "gitprovider", "-n", ns, "mine")
+	require.Error(t, err, "not created")
+
+	kubectlOK(t, admin, provider("team", "https://git.invalid/team.git"), "apply", "-f", "-")
+	out, err = kubectl(bob, "", "patch", "gitprovider", "-n", ns, "team", "--type=merge", "-p",
+		fmt.Sprintf(`{"spec":{"url":%q}}`, host.URL+"/x.git"))
+	require.Error(t, err, "bob may not point the admin's credentials at his host")
+	assert.Contains(t, out, "get secrets "+ns+"/db-creds")
+	assert.Equal(t, "https://git.invalid/team.git", kubectlOK(t, admin, "", "get", "gitprovider", "-n", ns, "team", "-o", "jsonpath={.spec.url}"))
+	assert.Equal(t, controlplane.UserAdmin, kubectlOK(t, admin, "", "get", "gitprovider", "-n", ns, "team", "-o", "jsonpath={.status.authorizedBy.username}"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, reached, "nothing reached bob's host")
 }

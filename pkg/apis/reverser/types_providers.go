@@ -94,6 +94,13 @@ type GitProviderStatus struct {
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	// authorizedBy is the user whose rights the GitProvider's Secrets are
+	// read with: the one who created it or last changed its spec, written
+	// by the API server after it checked that they may get every Secret
+	// the spec names. The controller asks again on every resync. Clients
+	// cannot set or change it.
+	// +optional
+	AuthorizedBy *Author `json:"authorizedBy,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -206,8 +206,10 @@ type report struct {
 	// refused are changes the worker could not write into the repository.
 	refused []string
 	// unapplied says which objects Git holds that the cluster lacks, for
-	// a GitTarget an applier applies ("" none).
+	// a GitTarget an applier applies ("" none); judged says the running
+	// worker has compared them once.
 	unapplied string
+	judged    bool
 }
 
 // New builds the controller and its informers.
@@ -521,6 +523,9 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	}
 	if !branchAllowed(gp, gt.Spec.Branch) {
 		return problemf("BranchNotAllowed", "branch %q is not in GitProvider %s's spec.allowedBranches", gt.Spec.Branch, gp.Name).in(areaConfig)
+	}
+	if p := c.secretsAuthorized(ctx, gp); p != nil {
+		return p
 	}
 	if other := c.overlapping(gt, gp); other != nil {
 		return problemf("PathConflict", "GitTarget %s/%s, created earlier, already mirrors into branch %s of this repository at path %q, "+
@@ -1071,6 +1076,9 @@ func (c *Controller) teardown(key string) {
 		delete(c.mirrors, key)
 		w = c.workers[m.workerKey]
 	}
+	if rep := c.reports[key]; rep != nil {
+		rep.unapplied, rep.judged = "", false // the next worker judges again
+	}
 	c.mu.Unlock()
 	if !ok {
 		return
@@ -1123,7 +1131,7 @@ func (r reporter) Refused(target string, refusals []string) {
 }
 
 func (r reporter) Unapplied(target, message string) {
-	r.update([]string{target}, func(rep *report) { rep.unapplied = message })
+	r.update([]string{target}, func(rep *report) { rep.unapplied, rep.judged = message, true })
 }
 
 // Saver returns where a GitTarget's CommitRequests are saved: its branch

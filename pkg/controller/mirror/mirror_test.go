@@ -284,3 +284,33 @@ func TestTargetNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestTheSecretsOfAGitProviderAreRecheckedForItsAuthor (#27, finding 4):
+// on every reconcile the GitProvider's status.authorizedBy must still get
+// each Secret it names; otherwise the mirror stops, naming the Secret.
+func TestTheSecretsOfAGitProviderAreRecheckedForItsAuthor(t *testing.T) {
+	authz := authorizer.AuthorizerFunc(func(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+		if a.GetUser().GetName() == "alice" && a.GetVerb() == "get" && a.GetResource() == "secrets" && a.GetNamespace() == "team" &&
+			a.GetName() == "git-creds" {
+			return authorizer.DecisionAllow, "", nil
+		}
+		return authorizer.DecisionNoOpinion, "", nil
+	})
+	c := &Controller{cfg: Config{Authorizer: authz}}
+	gp := func(secret string, by *v1.Author) *v1.GitProvider {
+		return &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Name: "repo", Namespace: "team"},
+			Spec:   v1.GitProviderSpec{SecretRef: &v1.LocalObjectReference{Name: secret}},
+			Status: v1.GitProviderStatus{AuthorizedBy: by}}
+	}
+	alice, bob := &v1.Author{Username: "alice"}, &v1.Author{Username: "bob"}
+	assert.Nil(t, c.secretsAuthorized(context.Background(), gp("git-creds", alice)))
+	assert.Nil(t, c.secretsAuthorized(context.Background(), &v1.GitProvider{}), "no Secret named")
+	for _, g := range []*v1.GitProvider{gp("git-creds", bob), gp("db-creds", alice), gp("git-creds", nil)} {
+		p := c.secretsAuthorized(context.Background(), g)
+		require.NotNil(t, p)
+		assert.Equal(t, "SecretNotAuthorized", p.reason)
+		assert.False(t, p.transient, "the mirror stops")
+	}
+	assert.Contains(t, c.secretsAuthorized(context.Background(), gp("db-creds", alice)).message,
+		`user "alice" may not have Reverser use these Secrets: it lacks get secrets team/db-creds`)
+}

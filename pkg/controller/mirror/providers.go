@@ -16,12 +16,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"reverser.dev/reverser/pkg/admission"
+	"reverser.dev/reverser/pkg/apis/reverser"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/redact"
+	"reverser.dev/reverser/pkg/tenancy"
 )
 
 // problem is a condition-ready explanation: a reason and a message that says
@@ -125,6 +129,35 @@ func (c *Controller) providerSecret(owner string, ref *v1.SecretKeyReference) ([
 		return nil, problemf("SecretKeyMissing", "Secret %s/%s named by %s has no key %q", ref.Namespace, ref.Name, owner, ref.Key)
 	}
 	return v, nil
+}
+
+// secretsAuthorized asks again whether the GitProvider's status.authorizedBy
+// may get every Secret its spec names (feature T4): the controller reads
+// them with its own rights, so a right withdrawn from their author stops
+// their use within a resync. nil: allowed, or no Secret is named.
+func (c *Controller) secretsAuthorized(ctx context.Context, gp *v1.GitProvider) *problem {
+	var in reverser.GitProvider
+	if err := v1.Convert_v1alpha1_GitProvider_To_reverser_GitProvider(gp, &in, nil); err != nil {
+		return asProblem(err, "SecretCheckFailed")
+	}
+	names := admission.GitProviderSecrets(&in)
+	if len(names) == 0 {
+		return nil
+	}
+	a := gp.Status.AuthorizedBy
+	if a == nil {
+		return problemf("SecretNotAuthorized", "GitProvider %s names Secrets, but nobody is recorded as having authorised their use: "+
+			"re-apply it as a user who may get them", gp.Name).in(areaGit)
+	}
+	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups},
+		tenancy.SecretAccess(gp.Namespace, names...))
+	if err != nil {
+		return asProblem(err, "SecretCheckFailed")
+	}
+	if len(missing) > 0 {
+		return problemf("SecretNotAuthorized", "GitProvider %s: %s", gp.Name, tenancy.DeniedSecrets(a.Username, missing)).in(areaGit)
+	}
+	return nil
 }
 
 // gitAuth builds the credentials a GitProvider's Secret holds: username and

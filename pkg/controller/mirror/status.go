@@ -52,9 +52,13 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	var lastCommit, lastPush *v1.CommitRef
 	var gitErr error
 	var refused []string
-	unapplied := ""
+	unapplied := "Reverser has not compared the folder with the cluster yet: it does once every stream delivered its initial state " +
+		"and the applier's converge settled"
 	if rep != nil {
-		lastCommit, lastPush, gitErr, refused, unapplied = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused, rep.unapplied
+		lastCommit, lastPush, gitErr, refused = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused
+		if rep.judged {
+			unapplied = rep.unapplied
+		}
 	}
 	c.mu.Unlock()
 

@@ -4184,11 +4184,17 @@ func schema_pkg_apis_reverser_v1alpha1_GitProviderStatus(ref common.ReferenceCal
 							},
 						},
 					},
+					"authorizedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "authorizedBy is the user whose rights the GitProvider's Secrets are read with: the one who created it or last changed its spec, written by the API server after it checked that they may get every Secret the spec names. The controller asks again on every resync. Clients cannot set or change it.",
+							Ref:         ref(v1alpha1.Author{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName()},
+			v1.Condition{}.OpenAPIModelName(), v1alpha1.Author{}.OpenAPIModelName()},
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 	"reverser.dev/reverser/pkg/registry"
 )
 
-// Kind describes GitProvider storage.
-var Kind = &registry.Kind[*reverser.GitProvider]{
+// Kind describes GitProvider storage. status.authorizedBy keeps who wrote
+// the spec: the Secrets it names are read with their rights.
+var Kind = registry.StampsAuthorizer(&registry.Kind[*reverser.GitProvider]{
 	Resource:   "gitproviders",
 	Singular:   "gitprovider",
 	ShortNames: []string{"gitprov"},
@@ -26,4 +27,4 @@ var Kind = &registry.Kind[*reverser.GitProvider]{
 		registry.ReadyColumn[*reverser.GitProvider]("Whether the repository answers."),
 		registry.ReasonColumn[*reverser.GitProvider](),
 	}},
-}
+}, func(o *reverser.GitProvider) **reverser.Author { return &o.Status.AuthorizedBy })

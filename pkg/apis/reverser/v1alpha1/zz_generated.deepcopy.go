@@ -803,6 +803,11 @@ func (in *GitProviderStatus) DeepCopyInto(out *GitProviderStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.AuthorizedBy != nil {
+		in, out := &in.AuthorizedBy, &out.AuthorizedBy
+		*out = new(Author)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 

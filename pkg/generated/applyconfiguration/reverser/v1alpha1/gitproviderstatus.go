@@ -19,6 +19,12 @@ type GitProviderStatusApplyConfiguration struct {
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// conditions: Ready, Reconciling, Stalled and GitReachable.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// authorizedBy is the user whose rights the GitProvider's Secrets are
+	// read with: the one who created it or last changed its spec, written
+	// by the API server after it checked that they may get every Secret
+	// the spec names. The controller asks again on every resync. Clients
+	// cannot set or change it.
+	AuthorizedBy *AuthorApplyConfiguration `json:"authorizedBy,omitempty"`
 }
 
 // GitProviderStatusApplyConfiguration constructs a declarative configuration of the GitProviderStatus type for use with
@@ -45,5 +51,13 @@ func (b *GitProviderStatusApplyConfiguration) WithConditions(values ...*v1.Condi
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithAuthorizedBy sets the AuthorizedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AuthorizedBy field is set to the value of the last call.
+func (b *GitProviderStatusApplyConfiguration) WithAuthorizedBy(value *AuthorApplyConfiguration) *GitProviderStatusApplyConfiguration {
+	b.AuthorizedBy = value
 	return b
 }
