@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,14 +188,15 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
 `, ns), "apply", "-f", "-")
 	provider := func(name, url string) string {
+		insecure := strings.HasPrefix(url, "http://")
 		return fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
 kind: GitProvider
 metadata: {name: %s, namespace: %s}
 spec:
   url: %s
   secretRef: {name: db-creds}
-  allowInsecureHTTP: true
-`, name, ns, url)
+  allowInsecureHTTP: %t
+`, name, ns, url, insecure)
 	}
 	out, err := kubectl(bob, provider("mine", host.URL+"/x.git"), "apply", "-f", "-")
 	require.Error(t, err, "bob's GitProvider naming a Secret he may not read")
@@ -204,7 +206,7 @@ spec:
 
 	kubectlOK(t, admin, provider("team", "https://git.invalid/team.git"), "apply", "-f", "-")
 	out, err = kubectl(bob, "", "patch", "gitprovider", "-n", ns, "team", "--type=merge", "-p",
-		fmt.Sprintf(`{"spec":{"url":%q}}`, host.URL+"/x.git"))
+		fmt.Sprintf(`{"spec":{"url":%q,"allowInsecureHTTP":true}}`, host.URL+"/x.git"))
 	require.Error(t, err, "bob may not point the admin's credentials at his host")
 	assert.Contains(t, out, "get secrets "+ns+"/db-creds")
 	assert.Equal(t, "https://git.invalid/team.git", kubectlOK(t, admin, "", "get", "gitprovider", "-n", ns, "team", "-o", "jsonpath={.spec.url}"))

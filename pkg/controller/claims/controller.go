@@ -325,8 +325,14 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err := k.holder.TakeOver(ctx, cl.target, annotated, c.mayHold(cl)); err != nil {
 		var refused *notAuthorized
 		if errors.As(err, &refused) {
-			return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
-				Reason: "NotAuthorized", Message: refused.message})
+			// Nothing was written; what the claim held before (a source
+			// it may no longer hold) is given back. The finalizer stays,
+			// or adding it again would loop.
+			if err := k.holder.Release(ctx, cl.target, annotated); err != nil && !meta.IsNoMatchError(err) {
+				return 0, err
+			}
+			return c.cfg.Resync, c.writeStatus(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: "NotAuthorized", Message: refused.message}, false)
 		}
 		return c.cfg.Resync, c.writeStatus(ctx, cl, stalled(reasonFor(err), err.Error()), false)
 	}

@@ -118,6 +118,12 @@ type Config struct {
 	// namespace: on a source cluster the request's own namespace says
 	// nothing about where the GitTarget is.
 	NamedTargetsOnly bool
+	// Untrusted: the requests' status is kept where others may write it
+	// (a source cluster), so grants are checked on every handling, not
+	// only before the claim the status records.
+	Untrusted bool
+	// Forget, when set, hears that a request is done with.
+	Forget func(types.UID)
 	// Kube reads namespace labels for Selector grants.
 	Kube kubernetes.Interface
 	// Authorizer, when set, checks again at the claim that the author may
@@ -321,7 +327,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	}
 
 	// Admission, again when a GitTarget replaced the one that admitted it.
-	if cr.Status.GitTargetUID == "" || cr.Status.GitTargetUID != string(gt.UID) {
+	if c.cfg.Untrusted || cr.Status.GitTargetUID == "" || cr.Status.GitTargetUID != string(gt.UID) {
 		decision, err := c.cfg.Admit(ctx, cr, gt, kp)
 		if err != nil {
 			return 0, err
@@ -481,6 +487,9 @@ func (c *Controller) forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.flights, uid)
 	c.mu.Unlock()
+	if c.cfg.Forget != nil {
+		c.cfg.Forget(uid)
+	}
 }
 
 func attachTimeout(cr *v1.CommitRequest) time.Duration {

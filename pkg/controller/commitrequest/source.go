@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"reverser.dev/reverser/pkg/admission"
@@ -44,7 +46,7 @@ func SourceCluster(cfg Config, src Source) Config {
 	cfg.Foreign = nil
 	cfg.Authorizer = nil // the source cluster's users are not this cluster's
 	cfg.KeepFinished = src.Mode != v1.CommitRequestsReconcileAndDeleteFinished
-	cfg.NamedTargetsOnly = true
+	cfg.NamedTargetsOnly, cfg.Untrusted = true, true
 	cfg.Admit = func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (admission.GrantDecision, error) {
 		return admitsSource(ctx, gt, kp, cr.Namespace, cfg.namespaceLabels)
 	}
@@ -52,26 +54,66 @@ func SourceCluster(cfg Config, src Source) Config {
 		cfg.Clock = clock.RealClock{}
 	}
 	started := cfg.Clock.Now()
+	book := &claimBook{authors: map[types.UID]Requester{}}
 	cfg.Author = func(cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (Requester, time.Duration) {
-		return sourceAuthor(cfg, src, started, cr, gt, kp)
+		if who, ok := book.get(cr.UID); ok {
+			return who, 0
+		}
+		who, retry := sourceAuthor(cfg, src, started, cr, gt, kp)
+		if who.User != nil || who.Unnamed {
+			book.put(cr.UID, who)
+		}
+		return who, retry
 	}
+	cfg.Forget = book.forget
 	return cfg
 }
 
-// sourceAuthor is who made a source-cluster request: once claimed, whom
-// the claim recorded; before, the audit fact of the request's create (its
-// name and the resourceVersion it was first seen with), waited for up to
-// the grace. Nobody is named on a cluster that sends no audit facts; on
-// one that does, a request no fact names is unresolved.
+// claimBook remembers, on the control side, whom each source-cluster
+// request was claimed for: the request's status lives on the source
+// cluster, where whoever may write commitrequests/status could copy a
+// claimed request's gitTargetUID and name anybody as its author (#27,
+// finding 2). A request this process did not claim is judged afresh.
+type claimBook struct {
+	mu      sync.Mutex
+	authors map[types.UID]Requester
+}
+
+func (b *claimBook) get(uid types.UID) (Requester, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	who, ok := b.authors[uid]
+	return who, ok
+}
+
+func (b *claimBook) put(uid types.UID, who Requester) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.authors[uid] = who
+}
+
+// forget drops a finished or deleted request.
+func (b *claimBook) forget(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.authors, uid)
+}
+
+// sourceAuthor is who made a source-cluster request this process has not
+// claimed: the audit fact of the request's create (its name and the
+// resourceVersion it was first seen with), waited for up to the grace.
+// Nobody is named on a cluster that sends no audit facts; on one that
+// does, a request no fact names is unresolved.
 //
-// A status written on the source cluster by anyone else is not believed:
-// the claim is ours only when it names the GitTarget's uid, which lives on
-// the control cluster, out of the source cluster users' reach.
+// Nothing of the request's status is believed: one that says it is
+// claimed was claimed by an earlier run of the controller (whose memory
+// is gone) or written by somebody else, and its author cannot be told
+// safely any more.
 func sourceAuthor(cfg Config, src Source, started time.Time, cr *v1.CommitRequest, gt *v1.GitTarget,
 	kp *v1.KubeProvider) (Requester, time.Duration) {
-	if meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady) != nil && cr.Status.GitTargetUID == string(gt.UID) {
-		// Claimed: the claim recorded the author, or that nobody is named.
-		return Requester{User: cr.Status.Author, Unnamed: cr.Status.Author == nil}, 0
+	if meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady) != nil || cr.Status.GitTargetUID != "" || cr.Status.Author != nil {
+		return Requester{Unresolved: "this request's status says it was claimed, but not by this controller (it restarted, or someone " +
+			"else wrote the status on the source cluster): its author cannot be told safely; create the request again"}, 0
 	}
 	if !kp.Spec.Audit.Enabled || src.Facts == nil {
 		return Requester{Unnamed: true}, 0
