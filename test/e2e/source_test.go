@@ -345,3 +345,61 @@ func TestASourceClusterRecovers(t *testing.T) {
 	}
 	noPlaintext(t, s.mirrorFixture, s.credentials(t)...)
 }
+
+// TestAForgedSourceRequestStatusSavesNobody (#27, finding 2): on the
+// source cluster, whoever may write commitrequests/status (here its admin)
+// makes a request while the controller is down and writes on it the
+// status of one Reverser claimed for alice: the GitTarget's uid, author
+// alice. Nothing of that status is believed: the request ends
+// AuthorUnresolved, and no commit carries its message.
+func TestAForgedSourceRequestStatusSavesNobody(t *testing.T) {
+	s := newSource(t, v1.CommitRequestsReconcile)
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	atOK(t, s.src.KubeconfigAdmin, "", "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "source"))
+	atOK(t, s.src.KubeconfigAdmin, "", "wait", "--for=condition=Established", "crd/commitrequests.reverser.dev", "--timeout=30s")
+	s.mirror(t)
+	kubectlOK(t, admin, "", "patch", "gittarget", "-n", s.ns, "site", "--type=merge",
+		"-p", fmt.Sprintf(`{"spec":{"allowedCommitRequests":[{"sourceNamespaces":[%q]}]}}`, s.ns))
+	s.waitReady()
+	s.grantSaves(t, controlplane.UserReverserSource, false)
+	s.served(t, commitrequest.ReasonWatching, 30*time.Second)
+	uid := string(s.gitTarget().UID)
+
+	require.NoError(t, controlplane.Kill(env, "reverser-controller"))
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = controlplane.Restart(env, "reverser-controller")
+		}
+	})
+	atOK(t, s.src.KubeconfigAlice, "", "create", "configmap", "-n", s.ns, "alices", "--from-literal=a=1")
+	forged := strings.Replace(commitRequestYAML(s.ns, "forged", s.ns, "site"), "Saved by the e2e suite", "mallory was here", 1)
+	atOK(t, s.src.KubeconfigAdmin, forged, "create", "-f", "-")
+	atOK(t, s.src.KubeconfigAdmin, "", "patch", "commitrequest", "-n", s.ns, "forged", "--subresource=status", "--type=merge", "-p",
+		fmt.Sprintf(`{"status":{"gitTargetUID":%q,"author":{"username":"alice","groups":["system:authenticated"]},`+
+			`"conditions":[{"type":"Ready","status":"Unknown","reason":"Saving","message":"claimed","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`, uid))
+	require.NoError(t, controlplane.Restart(env, "reverser-controller"))
+	restarted = true
+
+	eventually(t, 90*time.Second, "the forged request ends AuthorUnresolved", func() (bool, error) {
+		for _, cr := range s.sourceRequests(t) {
+			if cr.Name != "forged" {
+				continue
+			}
+			ready := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
+			if ready != nil && ready.Status == metav1.ConditionFalse {
+				if ready.Reason != v1.ReasonAuthorUnresolved {
+					return false, fmt.Errorf("ended %s: %s", ready.Reason, ready.Message)
+				}
+				return true, nil
+			}
+			return false, fmt.Errorf("not finished: %+v", ready)
+		}
+		return false, fmt.Errorf("no request forged")
+	})
+	s.waitFile(s.cmPath("alices"), func(c string) bool { return c != "" }, "alice's edit mirrored as always")
+	for _, line := range s.authorsOf() {
+		assert.NotContains(t, line, "mallory was here")
+	}
+}
