@@ -770,3 +770,23 @@ func TestTheApplierCreatingWhatAFileHoldsIsAnEcho(t *testing.T) {
 	assert.Equal(t, []string{"Foreign|seed"}, c.log())
 	assert.Empty(t, c.rec.lastUnapplied(), "Git equals the cluster")
 }
+
+// TestATargetWithoutStreamsIsNotJudged (R3): before its rules resolve, a
+// target has no stream and knows nothing of the cluster: it says nothing,
+// rather than that Git equals the cluster.
+func TestATargetWithoutStreamsIsNotJudged(t *testing.T) {
+	c, tg, _, _ := applied(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 1\n"}, false)
+	bare := tg
+	bare.Claim, bare.Scopes, bare.Kinds, bare.Namespace = nil, nil, nil, ""
+	c.w.SetTarget(c.ctx, bare)
+	c.step(time.Minute)
+	c.rec.mu.Lock()
+	assert.Empty(t, c.rec.unapplied, "no report without a stream")
+	c.rec.mu.Unlock()
+
+	tg.Claim = nil
+	c.w.SetTarget(c.ctx, tg) // the rules resolved
+	c.w.Synced(c.ctx, tg.Key, demoScope)
+	c.step(time.Minute)
+	assert.Contains(t, c.rec.lastUnapplied(), "Git holds 1 object(s) the cluster lacks: demo/configmaps/a.yaml")
+}

@@ -68,8 +68,8 @@ const unappliedShown = 5
 // converge running nor its apply window open (the applier's writes are
 // still arriving).
 func (w *Worker) reportUnapplied(t *target) {
-	if !t.cfg.Applied || !w.ready || !allSynced(t) || len(t.pending) > 0 || len(t.windows) > 0 {
-		return
+	if !t.cfg.Applied || !w.ready || len(t.cfg.Scopes) == 0 || !allSynced(t) || len(t.pending) > 0 || len(t.windows) > 0 {
+		return // without a stream nothing is known of the cluster
 	}
 	why := "nothing applies the branch yet: the applier claim the GitTarget names is not held (see the claim's status)"
 	if a := t.apply; a != nil {
@@ -112,6 +112,8 @@ func (w *Worker) reportUnapplied(t *target) {
 		return
 	}
 	t.unapplied, t.unappliedSent = msg, true
+	klog.Background().V(2).Info("Compared the folder with the cluster", "gitTarget", t.cfg.Key, "missing", len(missing),
+		"namespace", t.cfg.Namespace, "kinds", len(t.cfg.Kinds))
 	w.reporter.Unapplied(t.cfg.Key, msg)
 }
 

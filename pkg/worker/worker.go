@@ -352,6 +352,7 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 		}
 		cur.cfg = t
 		cur.planner.Namespace = t.Namespace
+		cur.unappliedAt = "" // judged again under the new namespace, scopes and kinds
 		w.setClaim(cur, t.Claim)
 	})
 }
