@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -105,13 +104,14 @@ func (b *claimBook) forget(uid types.UID) {
 // Nobody is named on a cluster that sends no audit facts; on one that
 // does, a request no fact names is unresolved.
 //
-// Nothing of the request's status is believed: one that says it is
-// claimed was claimed by an earlier run of the controller (whose memory
-// is gone) or written by somebody else, and its author cannot be told
-// safely any more.
+// Nothing of the request's status is believed: one that names the
+// GitTarget's uid, as a claim does, was claimed by an earlier run of the
+// controller (whose memory is gone) or written by somebody who copied it,
+// and its author cannot be told safely any more; any other status is
+// ignored.
 func sourceAuthor(cfg Config, src Source, started time.Time, cr *v1.CommitRequest, gt *v1.GitTarget,
 	kp *v1.KubeProvider) (Requester, time.Duration) {
-	if meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady) != nil || cr.Status.GitTargetUID != "" || cr.Status.Author != nil {
+	if cr.Status.GitTargetUID == string(gt.UID) {
 		return Requester{Unresolved: "this request's status says it was claimed, but not by this controller (it restarted, or someone " +
 			"else wrote the status on the source cluster): its author cannot be told safely; create the request again"}, 0
 	}
