@@ -77,6 +77,9 @@ func Unresolved(domain string) gitrepo.Signature {
 // byte), and everything else unchanged:
 //   - '%', '<' and '>';
 //   - every control character (unicode.IsControl: \n, \r, \t, DEL, ...);
+//   - every format character (Unicode category Cf: U+202E RIGHT-TO-LEFT
+//     OVERRIDE and the other bidi controls, zero-width spaces...), which
+//     would make a name read as another in a log or a review;
 //   - a byte that is not valid UTF-8;
 //   - the first and the last character when it is whitespace
 //     (unicode.IsSpace) or one Git strips from the ends of an identity:
@@ -94,7 +97,7 @@ func GitName(user string) string {
 	for i := 0; i < len(user); {
 		r, size := utf8.DecodeRuneInString(user[i:])
 		edge := i == 0 || i+size == len(user)
-		if (r == utf8.RuneError && size == 1) || r == '%' || r == '<' || r == '>' || unicode.IsControl(r) ||
+		if (r == utf8.RuneError && size == 1) || r == '%' || r == '<' || r == '>' || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) ||
 			(edge && strippedAtEnds(r)) {
 			for j := i; j < i+size; j++ {
 				fmt.Fprintf(&b, "%%%02X", user[j])

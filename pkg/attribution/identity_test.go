@@ -41,6 +41,11 @@ func TestGitName(t *testing.T) {
 		{"\u00a0x", "%C2%A0x"},
 		{"a\xffb", "a%FFb"},
 		{".", "%2E"},
+		// Format characters (#27, finding 8): "alice\u202Eecila" would show
+		// as "aliceecila" reversed, and a zero-width space hides a second name.
+		{"alice\u202Eevil", "alice%E2%80%AEevil"},
+		{"al\u200Bice", "al%E2%80%8Bice"},
+		{"\u2066x\u2069", "%E2%81%A6x%E2%81%A9"},
 	} {
 		t.Run(strconv.Quote(tc.user), func(t *testing.T) {
 			assert.Equal(t, tc.want, GitName(tc.user))

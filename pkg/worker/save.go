@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
@@ -230,7 +231,7 @@ func (t *target) finishSave(s *SaveRequest) {
 // saveMessage is the commit message of a saved window: the request's
 // message, the generated list of changes, and the trailer.
 func saveMessage(s *SaveRequest, lines []string) string {
-	msg := strings.TrimRight(s.Message, "\n") + "\n"
+	msg := strings.TrimRight(withoutFormatCharacters(s.Message), "\n") + "\n"
 	if len(lines) > 0 {
 		msg += "\n" + strings.Join(lines, "\n") + "\n"
 	}
@@ -252,4 +253,17 @@ func (w *Worker) FindSave(ctx context.Context, id string, done func(sha string, 
 		sha, err := w.repo.FindTrailer(w.head, RequestTrailer+": "+id, 1000)
 		done(sha, err)
 	})
+}
+
+// withoutFormatCharacters drops the Unicode format characters (Cf) of a
+// requester's message but the zero-width joiner emoji need: a
+// right-to-left override or an invisible character would make a commit
+// message read otherwise than it is in a review (#27, finding 8).
+func withoutFormatCharacters(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\u200d' && unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, msg)
 }

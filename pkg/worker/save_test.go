@@ -289,3 +289,11 @@ func TestASettledSaveClosesBeforeItsCollectDelay(t *testing.T) {
 	c.step(time.Millisecond)
 	require.Equal(t, SaveCommitted, r.ended(t).Outcome)
 }
+
+// TestASaveMessageKeepsNoFormatCharacters (#27, finding 8): a message
+// whose right-to-left override would make it read otherwise in a review
+// is committed without it; an emoji's zero-width joiner stays.
+func TestASaveMessageKeepsNoFormatCharacters(t *testing.T) {
+	msg := saveMessage(&SaveRequest{ID: "team/save", Message: "Fix \u202egnp.exe\u202c and \u200bthat 👩\u200d💻"}, nil)
+	assert.Equal(t, "Fix gnp.exe and that 👩\u200d💻\n\n"+RequestTrailer+": team/save\n", msg)
+}
