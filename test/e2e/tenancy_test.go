@@ -288,7 +288,8 @@ spec:
   path: %s/%s
 `, tn.ns, tn.provider, mirrorPath, victim.ns), "apply", "--server-side", "-f", "-")
 	msg = waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "PathConflict", "gittarget", "-n", tn.ns, "overlap")
-	assert.Contains(t, msg, fmt.Sprintf("GitTarget %s/site, created earlier", victim.ns))
+	assert.Contains(t, msg, "a GitTarget of another namespace, created earlier")
+	assert.NotContains(t, msg, victim.ns, "who mirrors where is the other team's to tell (#27 finding 8)")
 	noPlaintext(t, victim, password)
 }
 

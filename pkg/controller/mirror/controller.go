@@ -528,6 +528,11 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		return p
 	}
 	if other := c.overlapping(gt, gp); other != nil {
+		if other.Namespace != gt.Namespace {
+			// Another team's: who mirrors where is theirs to tell.
+			return problemf("PathConflict", "a GitTarget of another namespace, created earlier, already mirrors into branch %s of this "+
+				"repository at a path that contains or lies inside %q: choose another path or branch", gt.Spec.Branch, gt.Spec.Path).in(areaConfig)
+		}
 		return problemf("PathConflict", "GitTarget %s/%s, created earlier, already mirrors into branch %s of this repository at path %q, "+
 			"which overlaps %q: choose a path that neither contains nor lies inside it", other.Namespace, other.Name, gt.Spec.Branch,
 			other.Spec.Path, gt.Spec.Path).in(areaConfig)

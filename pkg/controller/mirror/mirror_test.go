@@ -67,6 +67,8 @@ func TestRepoIdentity(t *testing.T) {
 	same := [][]string{
 		{"https://git.example/org/repo.git", "https://GIT.example/org/repo", "https://git.example:443/org/repo/", "http://git.example/org/repo.git"},
 		{"ssh://git@git.example/org/repo.git", "git@git.example:org/repo.git", "ssh://git.example:22/org/repo"},
+		// #27 finding 8: the common hosts compare paths case-insensitively.
+		{"https://git.example/Org/Repo.git", "https://git.example/org/repo", "git@git.example:ORG/repo.git"},
 	}
 	for _, group := range same {
 		for _, u := range group[1:] {

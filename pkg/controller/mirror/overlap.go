@@ -55,8 +55,11 @@ func pathsOverlap(a, b string) bool {
 var scpLike = regexp.MustCompile(`^(?:[^@/]+@)?([^:/]+):(.*)$`)
 
 // repoIdentity names a repository independently of how its URL is spelled:
-// scheme, credentials, default port, case of the host, a trailing ".git" or
-// "/" do not matter, and the scp form equals its ssh:// URL.
+// scheme, credentials, default port, case of the host and of the path (as
+// the common hosts compare them; a server that tells case apart is then
+// refused a second target it could have taken, never given one), a
+// trailing ".git" or "/" do not matter, and the scp form equals its ssh://
+// URL.
 func repoIdentity(raw string) string {
 	if m := scpLike.FindStringSubmatch(raw); m != nil && !strings.Contains(raw, "://") {
 		return strings.ToLower(m[1]) + "/" + trimRepoPath(m[2])
@@ -74,6 +77,6 @@ func repoIdentity(raw string) string {
 }
 
 func trimRepoPath(p string) string {
-	p = strings.Trim(p, "/")
+	p = strings.ToLower(strings.Trim(p, "/"))
 	return strings.TrimSuffix(p, ".git")
 }
