@@ -238,6 +238,7 @@ kind: KubeProvider
 metadata: {name: source}
 spec:
   kubeConfigSecretRef: {namespace: reverser-system, name: source-kubeconfig, key: kubeconfig}
+  lendSameNamespaces: true
   commitRequests: ReconcileAndDeleteFinished
   audit:
     enabled: true

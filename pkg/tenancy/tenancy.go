@@ -66,15 +66,23 @@ func Consumer(ctx context.Context, kp *v1.KubeProvider, ns string, labelsOf Name
 }
 
 // Lends reports whether kp lends source namespace source to the WatchRules of
-// control-cluster namespace consumer. Every consumer has the source namespace
-// of its own name; spec.lend adds more.
-func Lends(ctx context.Context, kp *v1.KubeProvider, consumer, source string, labelsOf NamespaceLabels) (bool, error) {
-	if source == consumer {
+// control-cluster namespace consumer, Secrets included when secrets is set.
+// On this cluster (inCluster) every consumer has the source namespace of
+// its own name, and RBAC decides what is read there. A provider that reaches
+// another cluster lends nothing implicitly (#27, finding 5): the namespace
+// of the consumer's name only with spec.lendSameNamespaces, and Secrets only
+// through a spec.lend entry that says secrets: true.
+func Lends(ctx context.Context, kp *v1.KubeProvider, consumer, source string, secrets bool, labelsOf NamespaceLabels) (bool, error) {
+	remote := !kp.Spec.InCluster
+	if source == consumer && (!remote || (kp.Spec.LendSameNamespaces && !secrets)) {
 		return true, nil
 	}
 	for i := range kp.Spec.Lend {
 		loan := &kp.Spec.Lend[i]
 		if !slices.Contains(loan.SourceNamespaces, "*") && !slices.Contains(loan.SourceNamespaces, source) {
+			continue
+		}
+		if remote && secrets && !loan.Secrets {
 			continue
 		}
 		ok, err := Selects(ctx, &loan.To, "", consumer, labelsOf)

@@ -27,31 +27,42 @@ func labelsOf(ctx context.Context, ns string) (labels.Set, error) {
 }
 
 func TestLends(t *testing.T) {
-	defaults := &v1.KubeProvider{}
-	lending := &v1.KubeProvider{Spec: v1.KubeProviderSpec{Lend: []v1.NamespaceLoan{
+	local := &v1.KubeProvider{Spec: v1.KubeProviderSpec{InCluster: true}}
+	remote := &v1.KubeProvider{}
+	sameNames := &v1.KubeProvider{Spec: v1.KubeProviderSpec{LendSameNamespaces: true}}
+	loans := []v1.NamespaceLoan{
 		{SourceNamespaces: []string{"shared"}, To: v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"team-b"}}},
 		{SourceNamespaces: []string{"*"}, To: v1.NamespaceSelection{From: v1.NamespacesFromSelector,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "apps"}}}},
-	}}}
+		{SourceNamespaces: []string{"vault"}, To: v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"team-b"}}, Secrets: true},
+	}
+	lending := &v1.KubeProvider{Spec: v1.KubeProviderSpec{Lend: loans}}
 	for _, tc := range []struct {
 		name             string
 		kp               *v1.KubeProvider
 		consumer, source string
+		secrets          bool
 		want             bool
 	}{
-		{"own namespace by default", defaults, "team-a", "team-a", true},
-		{"nothing else by default", defaults, "team-a", "kube-system", false},
-		{"a named loan", lending, "team-b", "shared", true},
-		{"a named loan lends only what it names", lending, "team-b", "kube-system", false},
-		{"a selector loan of every namespace", lending, "team-a", "kube-system", true},
+		{"this cluster: the own namespace, as RBAC allows", local, "team-a", "team-a", true, true},
+		{"this cluster: nothing else by default", local, "team-a", "kube-system", false, false},
+		// #27, finding 5: another cluster's namespaces share names by chance.
+		{"remote: not even the namespace of the same name by default", remote, "team-a", "team-a", false, false},
+		{"remote: the same name when the admin says so", sameNames, "team-a", "team-a", false, true},
+		{"remote: but never its Secrets", sameNames, "team-a", "team-a", true, false},
+		{"a named loan", lending, "team-b", "shared", false, true},
+		{"a named loan lends only what it names", lending, "team-b", "kube-system", false, false},
+		{"a selector loan of every namespace", lending, "team-a", "kube-system", false, true},
+		{"remote Secrets need a loan that says so", lending, "team-a", "kube-system", true, false},
+		{"a loan with secrets: true lends them", lending, "team-b", "vault", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Lends(context.Background(), tc.kp, tc.consumer, tc.source, labelsOf)
+			got, err := Lends(context.Background(), tc.kp, tc.consumer, tc.source, tc.secrets, labelsOf)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 		})
 	}
-	_, err := Lends(context.Background(), lending, "gone", "kube-system", labelsOf)
+	_, err := Lends(context.Background(), lending, "gone", "kube-system", false, labelsOf)
 	assert.Error(t, err, "a namespace whose labels cannot be read is an error, not a loan")
 }
 

@@ -84,6 +84,7 @@ kind: KubeProvider
 metadata: {name: %[1]s}
 spec:
   kubeConfigSecretRef: {namespace: reverser-system, name: %[1]s-kubeconfig, key: kubeconfig}
+  lendSameNamespaces: true
   commitRequests: %[2]s
   audit:
     enabled: true

@@ -95,6 +95,7 @@ func remoteProvider(mode v1.CommitRequestsMode, auditEnabled bool) *v1.KubeProvi
 	kp := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: remote}, Spec: v1.KubeProviderSpec{
 		KubeConfigSecretRef: &v1.SecretKeyReference{Namespace: "reverser-system", Name: "remote", Key: "value"},
 		CommitRequests:      mode,
+		LendSameNamespaces:  true,
 	}}
 	if auditEnabled {
 		kp.Spec.Audit = v1.AuditSpec{Enabled: true, ClientCertificateCommonNames: []string{"kube-apiserver"}}

@@ -167,6 +167,13 @@ type KubeProviderSpec struct {
 	// +optional
 	// +listType=atomic
 	Lend []NamespaceLoan `json:"lend,omitempty"`
+	// lendSameNamespaces lends each consumer namespace the source namespace
+	// of its own name (Secrets excepted), on a provider that reaches
+	// another cluster, whose namespaces share names with this cluster's by
+	// chance only. Off, a remote provider lends only what spec.lend says.
+	// Refused with inCluster, where RBAC decides what a rule reads.
+	// +optional
+	LendSameNamespaces bool `json:"lendSameNamespaces,omitempty"`
 	// commitRequests says whether CommitRequests on the source cluster are
 	// served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is
 	// allowed with inCluster, where CommitRequests are served by this API.
@@ -190,6 +197,11 @@ type NamespaceLoan struct {
 	// them: Names, Selector or All (Same is what every namespace has already).
 	// +required
 	To NamespaceSelection `json:"to"`
+	// secrets lends the Secrets of these namespaces too, which a provider
+	// that reaches another cluster never lends otherwise. Refused with
+	// inCluster, where RBAC decides who reads Secrets.
+	// +optional
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // AuditSpec configures a provider's audit route, POST /audit/<kubeprovider>

@@ -158,13 +158,13 @@ func admitsSource(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, re
 		return admission.GrantDecision{Reason: fmt.Sprintf("no grant in spec.allowedCommitRequests admits CommitRequests from namespace %q "+
 			"of KubeProvider %s's cluster; add {sourceNamespaces: [%s]}", requestNamespace, kp.Name, requestNamespace)}, nil
 	}
-	lent, err := tenancy.Lends(ctx, kp, gt.Namespace, requestNamespace, labelsOf)
+	lent, err := tenancy.Lends(ctx, kp, gt.Namespace, requestNamespace, false, labelsOf)
 	if err != nil {
 		return admission.GrantDecision{}, err
 	}
 	if !lent {
 		return admission.GrantDecision{Reason: fmt.Sprintf("KubeProvider %s does not lend source namespace %q to namespace %q, so no grant "+
-			"of this GitTarget can admit it: ask the provider's owner for a spec.lend entry", kp.Name, requestNamespace, gt.Namespace)}, nil
+			"of this GitTarget can admit it: ask the provider's owner for a spec.lend entry (or spec.lendSameNamespaces)", kp.Name, requestNamespace, gt.Namespace)}, nil
 	}
 	return admission.GrantDecision{Allowed: true}, nil
 }

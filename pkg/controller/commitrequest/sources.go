@@ -212,7 +212,9 @@ func (s *Sources) lent(ctx context.Context, kp *v1.KubeProvider) ([]string, erro
 		if !ok {
 			continue // the provider refuses the GitTarget, which says so
 		}
-		set[gt.Namespace] = true
+		if kp.Spec.InCluster || kp.Spec.LendSameNamespaces {
+			set[gt.Namespace] = true
+		}
 		for i := range kp.Spec.Lend {
 			loan := &kp.Spec.Lend[i]
 			ok, err := tenancy.Selects(ctx, &loan.To, "", gt.Namespace, s.cfg.Core.namespaceLabels)

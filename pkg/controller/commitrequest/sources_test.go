@@ -68,6 +68,11 @@ func TestLent(t *testing.T) {
 	}}
 	got, err := s.lent(context.Background(), kp)
 	require.NoError(t, err)
+	assert.Equal(t, []string{"shared", "web"}, got, "another cluster lends no namespace for its name alone (#27 finding 5)")
+
+	kp.Spec.LendSameNamespaces = true
+	got, err = s.lent(context.Background(), kp)
+	require.NoError(t, err)
 	assert.Equal(t, []string{"ops", "shared", "team", "web"}, got)
 
 	kp.Spec.ConsumerNamespaces = &v1.NamespaceSelection{From: v1.NamespacesFromNames, Names: []string{"ops"}}

@@ -694,18 +694,27 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			ns = wr.Namespace
 		}
 		res := watch.Resolve(wr.Spec.Rules, served, true)
-		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, c.namespaceLabels)
+		secrets := slices.ContainsFunc(res.GVRs, func(gvr schema.GroupVersionResource) bool { return gvr.GroupResource() == watch.SecretsResource })
+		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, secrets, c.namespaceLabels)
 		if err != nil {
 			return checkedRule{}, err
 		}
 		var denied *problem
-		if !lent {
-			denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry, "+
-				"or the rule watches its own namespace", kp.Name, ns, wr.Namespace)
-		} else if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
-			return checkedRule{}, err
-		} else if denied == nil {
-			denied = unencrypted(gt, wr.Spec.Rules)
+		switch {
+		case !lent && secrets && !kp.Spec.InCluster:
+			denied = problemf("NotLent", "KubeProvider %s does not lend the Secrets of source namespace %q to namespace %q: its admin adds a "+
+				"spec.lend entry for it with secrets: true, or the rule leaves Secrets out", kp.Name, ns, wr.Namespace)
+		case !lent:
+			denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry "+
+				"(or, for the namespace of the rule's own name, spec.lendSameNamespaces)", kp.Name, ns, wr.Namespace)
+		}
+		if denied == nil {
+			if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
+				return checkedRule{}, err
+			}
+			if denied == nil {
+				denied = unencrypted(gt, wr.Spec.Rules)
+			}
 		}
 		return checkedRule{res: res, ns: ns, denied: denied}, nil
 	})

@@ -4621,6 +4621,13 @@ func schema_pkg_apis_reverser_v1alpha1_KubeProviderSpec(ref common.ReferenceCall
 							},
 						},
 					},
+					"lendSameNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lendSameNamespaces lends each consumer namespace the source namespace of its own name (Secrets excepted), on a provider that reaches another cluster, whose namespaces share names with this cluster's by chance only. Off, a remote provider lends only what spec.lend says. Refused with inCluster, where RBAC decides what a rule reads.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 					"commitRequests": {
 						SchemaProps: spec.SchemaProps{
 							Description: "commitRequests says whether CommitRequests on the source cluster are served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is allowed with inCluster, where CommitRequests are served by this API.\n\nPossible enum values:\n - `\"Ignore\"` serves no CommitRequests on the source cluster.\n - `\"Reconcile\"` serves them and writes their status; finished requests stay.\n - `\"ReconcileAndDeleteFinished\"` also deletes finished requests after their TTL.",
@@ -4760,6 +4767,13 @@ func schema_pkg_apis_reverser_v1alpha1_NamespaceLoan(ref common.ReferenceCallbac
 							Description: "to chooses the control-cluster namespaces whose WatchRules may read them: Names, Selector or All (Same is what every namespace has already).",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.NamespaceSelection{}.OpenAPIModelName()),
+						},
+					},
+					"secrets": {
+						SchemaProps: spec.SchemaProps{
+							Description: "secrets lends the Secrets of these namespaces too, which a provider that reaches another cluster never lends otherwise. Refused with inCluster, where RBAC decides who reads Secrets.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},

@@ -184,6 +184,14 @@ func ValidateKubeProviderSpec(spec *reverser.KubeProviderSpec, fld *field.Path) 
 	}
 	for i := range spec.Lend {
 		errs = append(errs, validateLoan(&spec.Lend[i], fld.Child("lend").Index(i))...)
+		if spec.InCluster && spec.Lend[i].Secrets {
+			errs = append(errs, field.Invalid(fld.Child("lend").Index(i).Child("secrets"), true,
+				"only meaningful with kubeConfigSecretRef: on this cluster RBAC decides who reads Secrets"))
+		}
+	}
+	if spec.InCluster && spec.LendSameNamespaces {
+		errs = append(errs, field.Invalid(fld.Child("lendSameNamespaces"), true,
+			"only meaningful with kubeConfigSecretRef: on this cluster every namespace reads its own, as RBAC allows"))
 	}
 	switch spec.CommitRequests {
 	case reverser.CommitRequestsIgnore:

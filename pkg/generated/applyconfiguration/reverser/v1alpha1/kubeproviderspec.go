@@ -29,6 +29,12 @@ type KubeProviderSpecApplyConfiguration struct {
 	// beyond the one every consumer namespace has: the source namespace of its
 	// own name. Omitted lends nothing more.
 	Lend []NamespaceLoanApplyConfiguration `json:"lend,omitempty"`
+	// lendSameNamespaces lends each consumer namespace the source namespace
+	// of its own name (Secrets excepted), on a provider that reaches
+	// another cluster, whose namespaces share names with this cluster's by
+	// chance only. Off, a remote provider lends only what spec.lend says.
+	// Refused with inCluster, where RBAC decides what a rule reads.
+	LendSameNamespaces *bool `json:"lendSameNamespaces,omitempty"`
 	// commitRequests says whether CommitRequests on the source cluster are
 	// served: Ignore, Reconcile, or ReconcileAndDeleteFinished. Only Ignore is
 	// allowed with inCluster, where CommitRequests are served by this API.
@@ -78,6 +84,14 @@ func (b *KubeProviderSpecApplyConfiguration) WithLend(values ...*NamespaceLoanAp
 		}
 		b.Lend = append(b.Lend, *values[i])
 	}
+	return b
+}
+
+// WithLendSameNamespaces sets the LendSameNamespaces field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LendSameNamespaces field is set to the value of the last call.
+func (b *KubeProviderSpecApplyConfiguration) WithLendSameNamespaces(value bool) *KubeProviderSpecApplyConfiguration {
+	b.LendSameNamespaces = &value
 	return b
 }
 

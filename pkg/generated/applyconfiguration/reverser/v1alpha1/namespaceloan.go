@@ -18,6 +18,10 @@ type NamespaceLoanApplyConfiguration struct {
 	// to chooses the control-cluster namespaces whose WatchRules may read
 	// them: Names, Selector or All (Same is what every namespace has already).
 	To *NamespaceSelectionApplyConfiguration `json:"to,omitempty"`
+	// secrets lends the Secrets of these namespaces too, which a provider
+	// that reaches another cluster never lends otherwise. Refused with
+	// inCluster, where RBAC decides who reads Secrets.
+	Secrets *bool `json:"secrets,omitempty"`
 }
 
 // NamespaceLoanApplyConfiguration constructs a declarative configuration of the NamespaceLoan type for use with
@@ -41,5 +45,13 @@ func (b *NamespaceLoanApplyConfiguration) WithSourceNamespaces(values ...string)
 // If called multiple times, the To field is set to the value of the last call.
 func (b *NamespaceLoanApplyConfiguration) WithTo(value *NamespaceSelectionApplyConfiguration) *NamespaceLoanApplyConfiguration {
 	b.To = value
+	return b
+}
+
+// WithSecrets sets the Secrets field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Secrets field is set to the value of the last call.
+func (b *NamespaceLoanApplyConfiguration) WithSecrets(value bool) *NamespaceLoanApplyConfiguration {
+	b.Secrets = &value
 	return b
 }
