@@ -404,3 +404,35 @@ func TestAForgedSourceRequestStatusSavesNobody(t *testing.T) {
 		assert.NotContains(t, line, "mallory was here")
 	}
 }
+
+// TestARemoteProviderLendsNothingImplicitly (#27, finding 5): on a
+// KubeProvider that reaches another cluster, a tenant of control namespace
+// N reads nothing of the remote namespace N for its name alone: the rule
+// is NotLent and nothing reaches the repository. Once the admin sets
+// spec.lendSameNamespaces the ConfigMaps are mirrored, but the Secrets of
+// that namespace still need a loan that says secrets: true.
+func TestARemoteProviderLendsNothingImplicitly(t *testing.T) {
+	s := newSource(t, v1.CommitRequestsIgnore)
+	kubectlOK(t, admin, "", "patch", "kubeprovider", s.kp, "--type=merge", "-p", `{"spec":{"lendSameNamespaces":false}}`)
+	s.mirror(t)
+	atOK(t, s.src.KubeconfigAdmin, "", "create", "configmap", "-n", s.ns, "theirs", "--from-literal=a=1")
+	msg := waitCondition(t, time.Minute, v1.ConditionReady, "False", "NotLent", "watchrule", "-n", s.ns, "rules")
+	assert.Contains(t, msg, "spec.lendSameNamespaces")
+	never(t, 10*time.Second, "a file of the unlent namespace in Git", func() bool { return len(s.files()) > 0 })
+
+	kubectlOK(t, admin, "", "patch", "kubeprovider", s.kp, "--type=merge", "-p", `{"spec":{"lendSameNamespaces":true}}`)
+	waitCondition(t, time.Minute, v1.ConditionReady, "True", "Resolved", "watchrule", "-n", s.ns, "rules")
+	s.waitFile(s.cmPath("theirs"), func(c string) bool { return c != "" }, "the lent namespace mirrored")
+
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: secrets, namespace: %s}
+spec:
+  gitTargetRef: {name: site}
+  rules:
+  - apiGroups: [""]
+    resources: [secrets]
+`, s.ns), "apply", "-f", "-")
+	msg = waitCondition(t, time.Minute, v1.ConditionReady, "False", "NotLent", "watchrule", "-n", s.ns, "secrets")
+	assert.Contains(t, msg, "secrets: true")
+}
