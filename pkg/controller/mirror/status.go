@@ -70,11 +70,14 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	if lastPush != nil {
 		status.LastPush = lastPush
 	}
-	running, failing := int32(0), []string{}
+	running, failing, forbidden := int32(0), []string{}, []string{}
 	for _, s := range st.streams {
-		switch {
-		case s.Err() != nil:
-			failing = append(failing, fmt.Sprintf("%s: %v", s.Scope, s.Err()))
+		switch err := s.Err(); {
+		case apierrors.IsForbidden(err):
+			// The controller's own rights: name the grant that fixes it.
+			forbidden = append(forbidden, fmt.Sprintf("reverser-controller may not list and watch %s", s.Scope))
+		case err != nil:
+			failing = append(failing, fmt.Sprintf("%s: %v", s.Scope, err))
 		case s.Synced():
 			running++
 		}
@@ -109,6 +112,10 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	}
 	stopped := firstProblem(st.config, st.source, st.git)
 	switch {
+	case len(forbidden) > 0:
+		set(condition(v1.ConditionStreamsRunning, false, "Forbidden", strings.Join(forbidden, "; ")+
+			": for Secrets, bind ClusterRole reverser-controller-secrets to it in that namespace; for another kind, add a ClusterRole "+
+			"labelled reverser.dev/aggregate-to-controller: \"true\" that reads it (docs/install.md)"))
 	case len(failing) > 0:
 		set(condition(v1.ConditionStreamsRunning, false, "WatchFailed", strings.Join(failing, "; ")))
 	case len(st.streams) == 0 && stopped != nil:
