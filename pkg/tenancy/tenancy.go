@@ -149,12 +149,16 @@ func MissingToRead(ctx context.Context, authz authorizer.Authorizer, u user.Info
 
 // Denied explains, in words a user can act on, which permissions are missing.
 func Denied(user string, missing []Access) string {
+	return denied(user, "read what the rule selects", missing, "a rule reads only what its author may read")
+}
+
+// denied says that user may not do what, lacking missing, and why it matters.
+func denied(user, what string, missing []Access, why string) string {
 	parts := make([]string, len(missing))
 	for i, a := range missing {
 		parts[i] = a.String()
 	}
-	return fmt.Sprintf("user %q may not read what the rule selects: it lacks %s; a rule reads only what its author may read",
-		user, strings.Join(parts, ", "))
+	return fmt.Sprintf("user %q may not %s: it lacks %s; %s", user, what, strings.Join(parts, ", "), why)
 }
 
 // ClaimVerbs are what holding an applier does to the object it names:
@@ -173,12 +177,7 @@ func ClaimAccess(group, resource, namespace, name string) []Access {
 
 // DeniedClaim explains which permissions a claim's writer lacks.
 func DeniedClaim(user string, missing []Access) string {
-	parts := make([]string, len(missing))
-	for i, a := range missing {
-		parts[i] = a.String()
-	}
-	return fmt.Sprintf("user %q may not hand this applier to Reverser: it lacks %s; a claim acts only where its author may",
-		user, strings.Join(parts, ", "))
+	return denied(user, "hand this applier to Reverser", missing, "a claim acts only where its author may")
 }
 
 // SecretAccess lists the permissions to read the Secrets names of
@@ -196,12 +195,7 @@ func SecretAccess(namespace string, names ...string) []Access {
 
 // DeniedSecrets explains which Secrets a GitProvider's writer may not read.
 func DeniedSecrets(user string, missing []Access) string {
-	parts := make([]string, len(missing))
-	for i, a := range missing {
-		parts[i] = a.String()
-	}
-	return fmt.Sprintf("user %q may not have Reverser use these Secrets: it lacks %s; a GitProvider uses only Secrets its author may read",
-		user, strings.Join(parts, ", "))
+	return denied(user, "have Reverser use these Secrets", missing, "a GitProvider uses only Secrets its author may read")
 }
 
 // Missing asks authz about each access for u and returns those it does not

@@ -276,11 +276,11 @@ func (s *sourceFixture) credentials(t *testing.T) []string {
 	return needles
 }
 
-// TestASourceClusterRecovers (D4): Forbidden when the credential loses its
-// rights, Unreachable while the source kube-apiserver is down, and a
-// rotated credential: each recovers on its own, and saves work after.
-func TestASourceClusterRecovers(t *testing.T) {
-	s := newSource(t, v1.CommitRequestsReconcile)
+// serving installs the CommitRequest CRD on the source, mirrors, grants
+// the GitTarget's namespace saves from the source namespace of its name,
+// and waits until the provider serves them.
+func (s *sourceFixture) serving(t *testing.T) {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
 	atOK(t, s.src.KubeconfigAdmin, "", "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "source"))
@@ -291,6 +291,14 @@ func TestASourceClusterRecovers(t *testing.T) {
 	s.waitReady()
 	s.grantSaves(t, controlplane.UserReverserSource, false)
 	s.served(t, commitrequest.ReasonWatching, 30*time.Second)
+}
+
+// TestASourceClusterRecovers (D4): Forbidden when the credential loses its
+// rights, Unreachable while the source kube-apiserver is down, and a
+// rotated credential: each recovers on its own, and saves work after.
+func TestASourceClusterRecovers(t *testing.T) {
+	s := newSource(t, v1.CommitRequestsReconcile)
+	s.serving(t)
 	saves := 0
 	// After an outage the mirror's own watch of the edit may still be in
 	// its reconnect backoff, so a save then finds no window (NoWindow) and
@@ -355,16 +363,7 @@ func TestASourceClusterRecovers(t *testing.T) {
 // AuthorUnresolved, and no commit carries its message.
 func TestAForgedSourceRequestStatusSavesNobody(t *testing.T) {
 	s := newSource(t, v1.CommitRequestsReconcile)
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	atOK(t, s.src.KubeconfigAdmin, "", "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "source"))
-	atOK(t, s.src.KubeconfigAdmin, "", "wait", "--for=condition=Established", "crd/commitrequests.reverser.dev", "--timeout=30s")
-	s.mirror(t)
-	kubectlOK(t, admin, "", "patch", "gittarget", "-n", s.ns, "site", "--type=merge",
-		"-p", fmt.Sprintf(`{"spec":{"allowedCommitRequests":[{"sourceNamespaces":[%q]}]}}`, s.ns))
-	s.waitReady()
-	s.grantSaves(t, controlplane.UserReverserSource, false)
-	s.served(t, commitrequest.ReasonWatching, 30*time.Second)
+	s.serving(t)
 	uid := string(s.gitTarget().UID)
 
 	require.NoError(t, controlplane.Kill(env, "reverser-controller"))
