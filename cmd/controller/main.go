@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/claims"
@@ -43,6 +44,7 @@ import (
 	"reverser.dev/reverser/pkg/pki"
 	"reverser.dev/reverser/pkg/seal"
 	"reverser.dev/reverser/pkg/servingcert"
+	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/version"
 )
 
@@ -65,6 +67,7 @@ type options struct {
 	auditMaxInFlight                              int
 	fluxIdentities, argoIdentities                string
 	applyGrace, remotePoll                        time.Duration
+	authzFailureGrace                             time.Duration
 	auditCASecret, auditService, auditAdvertise   string
 }
 
@@ -124,6 +127,8 @@ func main() {
 		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
 	flag.StringVar(&o.argoIdentities, "argocd-identities", "system:serviceaccount:argocd:argocd-application-controller",
 		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
+	flag.DurationVar(&o.authzFailureGrace, "authorization-failure-grace", 5*time.Minute,
+		"how long SubjectAccessReviews may fail before the controller's re-checks of rules, claims, GitProviders and saves count as refusals")
 	flag.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
 		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
 	flag.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
@@ -222,6 +227,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("building the authorizer: %w", err)
 	}
+	authz = &tenancy.FailClosed{Next: authz, Grace: o.authzFailureGrace, Clock: clock.RealClock{}}
 	operations := claims.NewOperations()
 	// Without the key GitTargets that encrypt Secrets stall, saying so;
 	// the rest mirror on.

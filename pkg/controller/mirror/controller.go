@@ -814,14 +814,14 @@ func (c *Controller) authorized(ctx context.Context, kp *v1.KubeProvider, by *v1
 	return nil, nil
 }
 
-// namespaceLabels reads a Namespace's labels from the informer; one it does
-// not hold yet (created a moment ago) is asked for.
 // NamespaceLabels reads a namespace's labels from the controller's cache,
 // for the claims controller's consumerNamespaces checks.
 func (c *Controller) NamespaceLabels(ctx context.Context, name string) (labels.Set, error) {
 	return c.namespaceLabels(ctx, name)
 }
 
+// namespaceLabels reads a Namespace's labels from the informer; one it does
+// not hold yet (created a moment ago) is asked for.
 func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.Set, error) {
 	ns, err := c.nsLister.Get(name)
 	if apierrors.IsNotFound(err) {
