@@ -105,7 +105,7 @@ func main() {
 		"this replica's address in --audit-service's EndpointSlice: the Pod IP in a cluster")
 	flag.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 32<<20,
 		"largest audit EventList accepted; larger ones get 413 and their facts are lost (RequestResponse events carry whole objects)")
-	flag.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held; the oldest are dropped first")
+	flag.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held per KubeProvider; a provider's oldest are dropped first")
 	flag.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
 	flag.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
 		"how long a change waits for its audit fact before it is authored \"unknown (attribution unresolved)\"")

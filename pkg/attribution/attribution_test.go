@@ -348,3 +348,17 @@ func TestResolver(t *testing.T) {
 		})
 	}
 }
+
+// TestEachProviderHasItsOwnBudget (#27, finding 8): a burst of one
+// provider's audit route evicts its own oldest facts, never another's.
+func TestEachProviderHasItsOwnBudget(t *testing.T) {
+	x := NewIndex(3, time.Minute)
+	x.clock = func() time.Time { return t0 }
+	x.Add("local", []auditv1.Event{event("update", "alice", "a")})
+	for i := range 10 {
+		x.Add("noisy", []auditv1.Event{event("update", "mallory", string(rune('b'+i)))})
+	}
+	assert.Equal(t, 4, x.Len(), "three of noisy's, one of local's")
+	_, ok := x.Take(key("a"), "demo/site")
+	assert.True(t, ok, "local's fact outlived noisy's burst")
+}

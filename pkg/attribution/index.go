@@ -62,11 +62,15 @@ type Fact struct {
 
 // Index holds facts for a while. It is safe for concurrent use.
 type Index struct {
-	mu       sync.Mutex
-	ttl      time.Duration
-	max      int
-	facts    map[Key]*list.Element
-	order    *list.List // of *entry, in the order they were added: oldest first
+	mu    sync.Mutex
+	ttl   time.Duration
+	max   int
+	facts map[Key]*list.Element
+	// order is, per provider, its *entry in the order they were added:
+	// oldest first. Each provider has a budget of max facts of its own, so
+	// one cluster's burst never pushes out another's (#27, finding 8).
+	order    map[string]*list.List
+	total    int
 	received map[string]time.Time
 	notify   []chan struct{}
 	clock    func() time.Time
@@ -84,9 +88,9 @@ type entry struct {
 	takenBy []string
 }
 
-// NewIndex keeps at most max facts, each for at most ttl.
+// NewIndex keeps at most max facts of each provider, each for at most ttl.
 func NewIndex(max int, ttl time.Duration) *Index {
-	return &Index{ttl: ttl, max: max, facts: map[Key]*list.Element{}, order: list.New(),
+	return &Index{ttl: ttl, max: max, facts: map[Key]*list.Element{}, order: map[string]*list.List{},
 		received: map[string]time.Time{}, clock: time.Now}
 }
 
@@ -165,7 +169,7 @@ func (x *Index) LastReceived(provider string) (time.Time, bool) {
 func (x *Index) Len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.order.Len()
+	return x.total
 }
 
 // Add records the facts of a batch of audit events for a provider and
@@ -200,11 +204,15 @@ func (x *Index) Add(provider string, events []auditv1.Event) int {
 			continue
 		}
 		kept++
-		x.facts[c.key] = x.order.PushBack(&entry{key: c.key, fact: c.fact, requested: c.requested, added: now})
-		for x.order.Len() > x.max {
-			oldest := x.order.Front()
-			delete(x.facts, oldest.Value.(*entry).key)
-			x.order.Remove(oldest)
+		order := x.order[provider]
+		if order == nil {
+			order = list.New()
+			x.order[provider] = order
+		}
+		x.facts[c.key] = order.PushBack(&entry{key: c.key, fact: c.fact, requested: c.requested, added: now})
+		x.total++
+		for order.Len() > x.max {
+			x.removeLocked(order, order.Front())
 			metrics.AuditFactsEvicted.Inc()
 		}
 	}
@@ -212,7 +220,7 @@ func (x *Index) Add(provider string, events []auditv1.Event) int {
 		x.received[provider] = now
 	}
 	x.expireLocked()
-	metrics.AuditFacts.Set(float64(x.order.Len()))
+	metrics.AuditFacts.Set(float64(x.total))
 	subscribers := x.notify
 	x.mu.Unlock()
 	if kept > 0 {
@@ -226,19 +234,30 @@ func (x *Index) Add(provider string, events []auditv1.Event) int {
 	return kept
 }
 
-// expireLocked drops the facts added more than ttl ago. The list is in the
-// order of addition, so they are at its front.
+// expireLocked drops the facts added more than ttl ago. Each list is in
+// the order of addition, so they are at its front.
 func (x *Index) expireLocked() {
 	cutoff := x.clock().Add(-x.ttl)
 	expired := false
-	for e := x.order.Front(); e != nil && e.Value.(*entry).added.Before(cutoff); e = x.order.Front() {
-		delete(x.facts, e.Value.(*entry).key)
-		x.order.Remove(e)
-		expired = true
+	for provider, order := range x.order {
+		for e := order.Front(); e != nil && e.Value.(*entry).added.Before(cutoff); e = order.Front() {
+			x.removeLocked(order, e)
+			expired = true
+		}
+		if order.Len() == 0 {
+			delete(x.order, provider)
+		}
 	}
 	if expired {
-		metrics.AuditFacts.Set(float64(x.order.Len()))
+		metrics.AuditFacts.Set(float64(x.total))
 	}
+}
+
+// removeLocked drops the fact e of a provider's list order.
+func (x *Index) removeLocked(order *list.List, e *list.Element) {
+	delete(x.facts, e.Value.(*entry).key)
+	order.Remove(e)
+	x.total--
 }
 
 type keyedFact struct {
