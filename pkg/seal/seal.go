@@ -93,7 +93,8 @@ func New(recipients []string, master []byte, domain string) (*Sealer, error) {
 func (s *Sealer) Recipients() []string { return slices.Clone(s.recipients) }
 
 // Seal returns the SOPS document of plain, a document without
-// DigestAnnotation, with the fields named keys encrypted. priors are
+// DigestAnnotation, with the fields named keys encrypted and the digest of
+// plain, bound to the ciphertext, in DigestAnnotation. priors are
 // documents already written for it (what Git holds at its path): the first
 // that is a SOPS document of the same plaintext, encrypting the same keys,
 // to the same recipients, is returned as it is.
@@ -117,9 +118,6 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 	if len(branches) != 1 {
 		return nil, fmt.Errorf("the document holds %d YAML documents, not one", len(branches))
 	}
-	if err := annotate(branches[0], DigestAnnotation, digest); err != nil {
-		return nil, err
-	}
 	group := make(sops.KeyGroup, 0, len(s.recipients))
 	for _, r := range s.recipients {
 		k, err := age.MasterKeyFromRecipient(r)
@@ -128,10 +126,13 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 		}
 		group = append(group, sopskeys.MasterKey(k))
 	}
+	// The MAC covers the encrypted values only, so that the digest can be
+	// written once they are known: it binds them (sealed).
 	tree := sops.Tree{Branches: branches, Metadata: sops.Metadata{
-		KeyGroups:      []sops.KeyGroup{group},
-		EncryptedRegex: EncryptedRegex(keys),
-		Version:        sopsVersion(),
+		KeyGroups:        []sops.KeyGroup{group},
+		EncryptedRegex:   EncryptedRegex(keys),
+		MACOnlyEncrypted: true,
+		Version:          sopsVersion(),
 	}}
 	dataKey, errs := tree.GenerateDataKey()
 	if len(errs) > 0 {
@@ -145,6 +146,9 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 	tree.Metadata.LastModified = time.Now().UTC()
 	if tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339)); err != nil {
 		return nil, fmt.Errorf("encrypting the MAC: %w", err)
+	}
+	if err := annotate(tree.Branches[0], DigestAnnotation, s.sealed(digest, tree)); err != nil {
+		return nil, err
 	}
 	out, err := store.EmitEncryptedFile(tree)
 	if err != nil {
@@ -162,15 +166,56 @@ func (s *Sealer) digest(plain []byte, keys []string) string {
 	return digestVersion + hex.EncodeToString(mac.Sum(nil))
 }
 
-// holds says whether doc is a SOPS document with digest, encrypted to the
-// Sealer's recipients and no others.
+// sealed is what DigestAnnotation holds: the plaintext's digest, then a
+// keyed digest of it with the document's ciphertext (its encrypted values
+// and MAC), so that a document of other values pushed with a copied digest
+// is told apart (#27, finding 8): only the controller's key makes the
+// second part, and it changes with every encryption.
+func (s *Sealer) sealed(digest string, tree sops.Tree) string {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte("reverser.dev/sops-ciphertext/v1\x00" + digest + "\x00" + tree.Metadata.MessageAuthenticationCode))
+	for _, v := range encryptedValues(tree.Branches) {
+		mac.Write([]byte("\x00" + v))
+	}
+	return digest + "." + hex.EncodeToString(mac.Sum(nil))
+}
+
+// encryptedValues are a document's SOPS ciphertexts ("ENC[...]"), in order.
+func encryptedValues(branches sops.TreeBranches) []string {
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case sops.TreeBranch:
+			for _, it := range v {
+				walk(it.Value)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case string:
+			if strings.HasPrefix(v, "ENC[") {
+				out = append(out, v)
+			}
+		}
+	}
+	for _, b := range branches {
+		walk(b)
+	}
+	return out
+}
+
+// holds says whether doc is a SOPS document of digest sealed by this
+// Sealer's key (its ciphertext bound), encrypted to the Sealer's
+// recipients and no others.
 func (s *Sealer) holds(doc []byte, digest string) bool {
 	tree, err := sopsyaml.NewStore(&config.YAMLStoreConfig{}).LoadEncryptedFile(doc)
-	if err != nil || len(tree.Branches) != 1 || len(tree.Metadata.KeyGroups) != 1 {
+	if err != nil || len(tree.Branches) != 1 || len(tree.Metadata.KeyGroups) != 1 || !tree.Metadata.MACOnlyEncrypted {
 		return false
 	}
 	got, _ := annotation(tree.Branches[0], DigestAnnotation)
-	if !hmac.Equal([]byte(got), []byte(digest)) {
+	if !hmac.Equal([]byte(got), []byte(s.sealed(digest, tree))) {
 		return false
 	}
 	var rs []string

@@ -1,11 +1,15 @@
 package seal
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
+	"github.com/getsops/sops/v3"
+	"github.com/getsops/sops/v3/config"
 	"github.com/getsops/sops/v3/decrypt"
+	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
@@ -196,4 +200,37 @@ func TestSealErrorsNeverQuoteTheDocument(t *testing.T) {
 		require.Error(t, err, doc)
 		assert.NotContains(t, err.Error(), "hunter", doc)
 	}
+}
+
+// TestACopiedDigestDoesNotKeepADocumentOfOtherValues (#27, finding 8):
+// anyone may encrypt to the recipients; someone who pushes a SOPS document
+// of other values carrying the digest of the live Secret's document gets
+// it replaced, not kept: the digest is bound to the ciphertext.
+func TestACopiedDigestDoesNotKeepADocumentOfOtherValues(t *testing.T) {
+	id, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	ours, err := s.Seal([]byte(plain), secret)
+	require.NoError(t, err)
+	digest, ok := annotation(loadTree(t, ours).Branches[0], DigestAnnotation)
+	require.True(t, ok)
+
+	other := strings.Replace(plain, "password: aHVudGVyMg==", "password: b3RoZXI=", 1)
+	require.NotEqual(t, plain, other)
+	theirs, err := sealer(t, "another key of 32 bytes, mallory", "demo/mirror", r).Seal([]byte(other), secret)
+	require.NoError(t, err)
+	theirDigest, _ := annotation(loadTree(t, theirs).Branches[0], DigestAnnotation)
+	forged := []byte(strings.Replace(string(theirs), theirDigest, digest, 1))
+	require.Contains(t, string(forged), digest)
+
+	got, err := s.Seal([]byte(plain), secret, forged)
+	require.NoError(t, err)
+	assert.False(t, bytes.Equal(forged, got), "encrypted afresh")
+	assert.Contains(t, string(decrypted(t, got, id)), "aHVudGVyMg==", "the live values")
+}
+
+func loadTree(t *testing.T, doc []byte) sops.Tree {
+	t.Helper()
+	tree, err := sopsyaml.NewStore(&config.YAMLStoreConfig{}).LoadEncryptedFile(doc)
+	require.NoError(t, err)
+	return tree
 }
