@@ -67,7 +67,7 @@ type options struct {
 	auditMaxInFlight                              int
 	fluxIdentities, argoIdentities                string
 	applyGrace, remotePoll                        time.Duration
-	authzFailureGrace                             time.Duration
+	authzFailureGrace, groupsMaxAge               time.Duration
 	auditCASecret, auditService, auditAdvertise   string
 }
 
@@ -129,6 +129,8 @@ func main() {
 		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
 	flag.DurationVar(&o.authzFailureGrace, "authorization-failure-grace", 5*time.Minute,
 		"how long SubjectAccessReviews may fail before the controller's re-checks of rules, claims, GitProviders and saves count as refusals")
+	flag.DurationVar(&o.groupsMaxAge, "recorded-groups-max-age", tenancy.DefaultRecordedGroupsMaxAge,
+		"how long the groups recorded with a rule, claim or GitProvider count when its author's rights are checked again; after that the username alone")
 	flag.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
 		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
 	flag.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
@@ -238,7 +240,8 @@ func run(ctx context.Context, o options) error {
 	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
-		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey})
+		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
+		RecordedGroupsMaxAge: o.groupsMaxAge})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 		Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver}, rev, factory))
 	// Source clusters' CommitRequests, for KubeProviders whose
@@ -253,7 +256,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync, Operations: operations,
-		NamespaceLabels: c.NamespaceLabels})
+		NamespaceLabels: c.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge})
 	if o.auditAddr != "" {
 		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
 		if err := serveAudit(ctx, o, kube, ingress); err != nil {

@@ -2,6 +2,10 @@ package registry
 
 import (
 	"context"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"k8s.io/apiserver/pkg/endpoints/request"
 
@@ -16,7 +20,10 @@ func RequestAuthor(ctx context.Context) *reverser.Author {
 	if !ok {
 		return nil
 	}
-	return &reverser.Author{Username: u.GetName(), UID: u.GetUID(), Groups: append([]string(nil), u.GetGroups()...)}
+	now := metav1.Now()
+	// Privileged groups are never recorded: re-checks never count them.
+	groups := slices.DeleteFunc(slices.Clone(u.GetGroups()), func(g string) bool { return g == user.SystemPrivilegedGroup })
+	return &reverser.Author{Username: u.GetName(), UID: u.GetUID(), Groups: groups, RecordedAt: &now}
 }
 
 // StampsAuthorizer makes k keep, in the status field that authorizedBy

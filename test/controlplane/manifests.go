@@ -47,7 +47,17 @@ metadata: {name: ` + DemoNamespace + `}
 // loopback address is not a valid Endpoint), and the selector-less audit
 // Service whose EndpointSlice the leading controller writes.
 func bootstrapManifests(p ports) string {
-	return `apiVersion: v1
+	return `# The admin's certificate is system:masters, a group Reverser never
+# counts when it checks a rule again: the admin holds cluster-admin by
+# name too, as an admin's own account would.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: reverser-local-admin}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: ` + UserAdmin + `}
+---
+apiVersion: v1
 kind: Service
 metadata: {name: reverser-audit, namespace: ` + ReverserNamespace + `}
 spec:

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
 )
@@ -214,4 +215,37 @@ spec:
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Empty(t, reached, "nothing reached bob's host")
+}
+
+// TestARuleWrittenUnderSystemMastersKeepsNoRight (#27, finding 3): carol
+// holds no right in the namespace but writes a rule through a
+// system:masters identity (a break-glass certificate, impersonation). The
+// API server lets it in, records carol without the group, and the first
+// re-check refuses it: nothing of the namespace is mirrored for it.
+func TestARuleWrittenUnderSystemMastersKeepsNoRight(t *testing.T) {
+	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly})
+	f.waitReady()
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: masters, namespace: %s}
+spec:
+  gitTargetRef: {name: site}
+  rules:
+  - apiGroups: [""]
+    resources: [services]
+`, f.ns), "apply", "-f", "-", "--as=carol", "--as-group=system:masters")
+	assert.Equal(t, "carol", kubectlOK(t, admin, "", "get", "watchrule", "-n", f.ns, "masters", "-o", "jsonpath={.status.authorizedBy.username}"))
+	assert.NotContains(t, kubectlOK(t, admin, "", "get", "watchrule", "-n", f.ns, "masters", "-o", "jsonpath={.status.authorizedBy.groups}"),
+		"system:masters", "never recorded")
+	msg := waitCondition(t, time.Minute, v1.ConditionReady, "False", "NotAuthorized", "watchrule", "-n", f.ns, "masters")
+	assert.Contains(t, msg, `user "carol" may not read what the rule selects`)
+	kubectlOK(t, admin, "", "create", "service", "clusterip", "-n", f.ns, "web", "--tcp=80:80")
+	never(t, 10*time.Second, "a Service mirrored for carol's rule", func() bool {
+		for _, p := range f.files() {
+			if strings.Contains(p, "/services/") {
+				return true
+			}
+		}
+		return false
+	})
 }

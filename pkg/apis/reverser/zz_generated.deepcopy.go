@@ -205,6 +205,10 @@ func (in *Author) DeepCopyInto(out *Author) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.RecordedAt != nil {
+		in, out := &in.RecordedAt, &out.RecordedAt
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

@@ -34,7 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -65,6 +64,9 @@ type Config struct {
 	// still get and patch the applier object.
 	Authorizer authorizer.Authorizer
 	Resync     time.Duration
+	// RecordedGroupsMaxAge is how long the groups of status.authorizedBy
+	// count in re-checks (tenancy.Subject); zero is the default.
+	RecordedGroupsMaxAge time.Duration
 	// NamespaceLabels reads a namespace's labels, for KubeProviders'
 	// spec.consumerNamespaces selectors.
 	NamespaceLabels tenancy.NamespaceLabels
@@ -374,12 +376,13 @@ func (c *Controller) authorized(ctx context.Context, cl *claim) (string, error) 
 	if a == nil {
 		return "nobody is recorded as having authorised this claim: re-apply it", nil
 	}
-	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups},
+	now := time.Now()
+	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, now, c.groupsMaxAge()),
 		tenancy.ClaimAccess(cl.kind.group, cl.kind.resource, cl.target.Namespace, cl.target.Name))
 	if err != nil || len(missing) == 0 {
 		return "", err
 	}
-	return tenancy.DeniedClaim(a.Username, missing), nil
+	return tenancy.DeniedClaim(a.Username, missing) + tenancy.StaleHint(a, now, c.groupsMaxAge()), nil
 }
 
 // notAuthorized refuses to hold an object the claim's author may not
@@ -397,7 +400,7 @@ func (c *Controller) mayHold(cl *claim) applier.Authorize {
 		if a == nil {
 			return &notAuthorized{message: "nobody is recorded as having authorised this claim: re-apply it"}
 		}
-		missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups},
+		missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, time.Now(), c.groupsMaxAge()),
 			tenancy.ClaimAccess(gr.Group, gr.Resource, obj.Namespace, obj.Name))
 		if err != nil {
 			return err
@@ -408,6 +411,13 @@ func (c *Controller) mayHold(cl *claim) applier.Authorize {
 		}
 		return nil
 	}
+}
+
+func (c *Controller) groupsMaxAge() time.Duration {
+	if c.cfg.RecordedGroupsMaxAge == 0 {
+		return tenancy.DefaultRecordedGroupsMaxAge
+	}
+	return c.cfg.RecordedGroupsMaxAge
 }
 
 func stalled(reason, message string) *metav1.Condition {

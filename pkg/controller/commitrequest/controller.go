@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -50,6 +49,7 @@ import (
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
+	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -378,7 +378,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 // maySave asks, before the claim, whether the request's author may still
 // save the GitTarget; it returns the refusal in words a user can act on.
 func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget) (string, error) {
-	u := &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups}
+	// A save is checked moments after its create: its groups are fresh.
+	u := tenancy.Subject(a, c.cfg.Clock.Now(), tenancy.DefaultRecordedGroupsMaxAge)
 	decision, _, err := c.cfg.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
 		User: u, Verb: admission.VerbSave, APIGroup: v1.GroupName, APIVersion: "*", Resource: "gittargets",
 		Namespace: gt.Namespace, Name: gt.Name, ResourceRequest: true,

@@ -53,7 +53,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -117,6 +116,9 @@ type Config struct {
 	// RemotePoll is how often a claimed target's remote is looked at for
 	// foreign commits.
 	ApplyGrace, RemotePoll time.Duration
+	// RecordedGroupsMaxAge is how long the groups an authorisation record
+	// keeps count in re-checks (tenancy.Subject); zero is the default.
+	RecordedGroupsMaxAge time.Duration
 	// ClaimReports hears the converges of claimed targets' workers, by
 	// claim; it must not block.
 	ClaimReports func(claim string, r worker.ApplyReport)
@@ -219,6 +221,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.SecretNamespace == "" {
 		cfg.SecretNamespace = DefaultSecretNamespace
+	}
+	if cfg.RecordedGroupsMaxAge == 0 {
+		cfg.RecordedGroupsMaxAge = tenancy.DefaultRecordedGroupsMaxAge
 	}
 	f := cfg.Factory
 	if f == nil {
@@ -802,14 +807,14 @@ func (c *Controller) authorized(ctx context.Context, kp *v1.KubeProvider, by *v1
 	if c.cfg.Authorizer == nil {
 		return nil, errors.New("no authorizer is configured to check rules with")
 	}
-	u := &user.DefaultInfo{Name: by.Username, UID: by.UID, Groups: by.Groups}
-	missing, err := tenancy.MissingToRead(ctx, c.cfg.Authorizer, u, gvrs, ns)
+	now := time.Now()
+	missing, err := tenancy.MissingToRead(ctx, c.cfg.Authorizer, tenancy.Subject(by, now, c.cfg.RecordedGroupsMaxAge), gvrs, ns)
 	if err != nil {
 		return nil, err
 	}
 	if len(missing) > 0 {
-		return problemf("NotAuthorized", "%s. Grant them again, or have someone who may re-apply the rule",
-			tenancy.Denied(by.Username, missing)), nil
+		return problemf("NotAuthorized", "%s%s. Grant them again, or have someone who may re-apply the rule",
+			tenancy.Denied(by.Username, missing), tenancy.StaleHint(by, now, c.cfg.RecordedGroupsMaxAge)), nil
 	}
 	return nil, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -16,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -149,13 +149,15 @@ func (c *Controller) secretsAuthorized(ctx context.Context, gp *v1.GitProvider) 
 		return problemf("SecretNotAuthorized", "GitProvider %s names Secrets, but nobody is recorded as having authorised their use: "+
 			"re-apply it as a user who may get them", gp.Name).in(areaGit)
 	}
-	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, &user.DefaultInfo{Name: a.Username, UID: a.UID, Groups: a.Groups},
+	now := time.Now()
+	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, now, c.cfg.RecordedGroupsMaxAge),
 		tenancy.SecretAccess(gp.Namespace, names...))
 	if err != nil {
 		return asProblem(err, "SecretCheckFailed")
 	}
 	if len(missing) > 0 {
-		return problemf("SecretNotAuthorized", "GitProvider %s: %s", gp.Name, tenancy.DeniedSecrets(a.Username, missing)).in(areaGit)
+		return problemf("SecretNotAuthorized", "GitProvider %s: %s%s", gp.Name, tenancy.DeniedSecrets(a.Username, missing),
+			tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge)).in(areaGit)
 	}
 	return nil
 }

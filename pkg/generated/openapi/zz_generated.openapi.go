@@ -3157,7 +3157,7 @@ func schema_pkg_apis_reverser_v1alpha1_Author(ref common.ReferenceCallback) comm
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "groups the user belongs to.",
+							Description: "groups the user belonged to when recorded, system:masters left out: re-checks use them only until the record is older than the controller's --recorded-groups-max-age, then the username alone.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -3169,9 +3169,17 @@ func schema_pkg_apis_reverser_v1alpha1_Author(ref common.ReferenceCallback) comm
 							},
 						},
 					},
+					"recordedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "recordedAt is when the API server recorded the identity.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -137,10 +137,15 @@ type Author struct {
 	// uid of the user, when the authenticator knows one.
 	// +optional
 	UID string `json:"uid,omitempty"`
-	// groups the user belongs to.
+	// groups the user belonged to when recorded, system:masters left out:
+	// re-checks use them only until the record is older than the
+	// controller's --recorded-groups-max-age, then the username alone.
 	// +optional
 	// +listType=atomic
 	Groups []string `json:"groups,omitempty"`
+	// recordedAt is when the API server recorded the identity.
+	// +optional
+	RecordedAt *metav1.Time `json:"recordedAt,omitempty"`
 }
 
 // CommitRequestStatus reports the author and outcome of a save.

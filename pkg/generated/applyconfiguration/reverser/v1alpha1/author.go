@@ -6,6 +6,10 @@ Copyright The Reverser Authors.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // AuthorApplyConfiguration represents a declarative configuration of the Author type for use
 // with apply.
 //
@@ -15,8 +19,12 @@ type AuthorApplyConfiguration struct {
 	Username *string `json:"username,omitempty"`
 	// uid of the user, when the authenticator knows one.
 	UID *string `json:"uid,omitempty"`
-	// groups the user belongs to.
+	// groups the user belonged to when recorded, system:masters left out:
+	// re-checks use them only until the record is older than the
+	// controller's --recorded-groups-max-age, then the username alone.
 	Groups []string `json:"groups,omitempty"`
+	// recordedAt is when the API server recorded the identity.
+	RecordedAt *v1.Time `json:"recordedAt,omitempty"`
 }
 
 // AuthorApplyConfiguration constructs a declarative configuration of the Author type for use with
@@ -48,5 +56,13 @@ func (b *AuthorApplyConfiguration) WithGroups(values ...string) *AuthorApplyConf
 	for i := range values {
 		b.Groups = append(b.Groups, values[i])
 	}
+	return b
+}
+
+// WithRecordedAt sets the RecordedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RecordedAt field is set to the value of the last call.
+func (b *AuthorApplyConfiguration) WithRecordedAt(value v1.Time) *AuthorApplyConfiguration {
+	b.RecordedAt = &value
 	return b
 }
