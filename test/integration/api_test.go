@@ -379,10 +379,19 @@ func testAuthor(t *testing.T, s *testServer, authz *testAuthz) {
 
 	forged := commitRequest("by-alice", "site")
 	forged.Status.Author = &v1.Author{Username: "mallory", UID: "m-1", Groups: []string{"system:masters"}}
+	before := metav1.Now().Rfc3339Copy()
 	created, err := alice.CommitRequests(ns).Create(ctx, forged, metav1.CreateOptions{})
 	require.NoError(t, err)
-	want := &v1.Author{Username: "alice", Groups: []string{"devs", "system:authenticated"}}
+	require.NotNil(t, created.Status.Author.RecordedAt, "when the identity was recorded (#27 finding 3)")
+	assert.False(t, created.Status.Author.RecordedAt.Before(&before))
+	want := &v1.Author{Username: "alice", Groups: []string{"devs", "system:authenticated"}, RecordedAt: created.Status.Author.RecordedAt}
 	assert.Equal(t, want, created.Status.Author, "the author is the authenticated requester")
+
+	// A request of a system:masters identity is recorded without the group.
+	admin := s.as("root", "system:masters")
+	masters, err := admin.CommitRequests(ns).Create(ctx, commitRequest("by-root", "site"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"system:authenticated"}, masters.Status.Author.Groups)
 
 	// Neither the main resource nor the status subresource can change it.
 	created.Status.Author = &v1.Author{Username: "mallory"}
