@@ -3354,7 +3354,7 @@ func schema_pkg_apis_reverser_v1alpha1_CommitRequest(ref common.ReferenceCallbac
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "CommitRequest saves the requester's open work on a GitTarget now, as one commit with the given message, authored by the requester. Its spec cannot change after creation. status.author is set by the API server from the authenticated request on the control cluster, and by reverser-controller from the source cluster's audit event on a source cluster.\n\nSchema revision 1, compatible from revision 1.",
+				Description: "CommitRequest saves the requester's open work on a GitTarget now, as one commit with the given message, authored by the requester. Its spec cannot change after creation. status.author is set by the API server from the authenticated request on the control cluster, and by reverser-controller from the source cluster's audit event on a source cluster.\n\nSchema revision 2, compatible from revision 1.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"kind": {

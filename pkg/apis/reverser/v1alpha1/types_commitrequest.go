@@ -76,7 +76,7 @@ const (
 // authenticated request on the control cluster, and by reverser-controller
 // from the source cluster's audit event on a source cluster.
 //
-// Schema revision 1, compatible from revision 1.
+// Schema revision 2, compatible from revision 1.
 type CommitRequest struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -24,7 +24,7 @@ import (
 // authenticated request on the control cluster, and by reverser-controller
 // from the source cluster's audit event on a source cluster.
 //
-// Schema revision 1, compatible from revision 1.
+// Schema revision 2, compatible from revision 1.
 type CommitRequestApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
