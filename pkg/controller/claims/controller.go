@@ -167,6 +167,9 @@ func New(cfg Config) *Controller {
 	if cfg.Operations == nil {
 		cfg.Operations = NewOperations()
 	}
+	if cfg.RecordedGroupsMaxAge == 0 {
+		cfg.RecordedGroupsMaxAge = tenancy.DefaultRecordedGroupsMaxAge
+	}
 	r := cfg.Factory.Reverser().V1alpha1()
 	api := cfg.Reverser.ReverserV1alpha1()
 	c := &Controller{cfg: cfg, targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(),
@@ -377,12 +380,12 @@ func (c *Controller) authorized(ctx context.Context, cl *claim) (string, error) 
 		return "nobody is recorded as having authorised this claim: re-apply it", nil
 	}
 	now := time.Now()
-	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, now, c.groupsMaxAge()),
+	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, now, c.cfg.RecordedGroupsMaxAge),
 		tenancy.ClaimAccess(cl.kind.group, cl.kind.resource, cl.target.Namespace, cl.target.Name))
 	if err != nil || len(missing) == 0 {
 		return "", err
 	}
-	return tenancy.DeniedClaim(a.Username, missing) + tenancy.StaleHint(a, now, c.groupsMaxAge()), nil
+	return tenancy.DeniedClaim(a.Username, missing) + tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge), nil
 }
 
 // notAuthorized refuses to hold an object the claim's author may not
@@ -400,7 +403,7 @@ func (c *Controller) mayHold(cl *claim) applier.Authorize {
 		if a == nil {
 			return &notAuthorized{message: "nobody is recorded as having authorised this claim: re-apply it"}
 		}
-		missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, time.Now(), c.groupsMaxAge()),
+		missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, time.Now(), c.cfg.RecordedGroupsMaxAge),
 			tenancy.ClaimAccess(gr.Group, gr.Resource, obj.Namespace, obj.Name))
 		if err != nil {
 			return err
@@ -411,13 +414,6 @@ func (c *Controller) mayHold(cl *claim) applier.Authorize {
 		}
 		return nil
 	}
-}
-
-func (c *Controller) groupsMaxAge() time.Duration {
-	if c.cfg.RecordedGroupsMaxAge == 0 {
-		return tenancy.DefaultRecordedGroupsMaxAge
-	}
-	return c.cfg.RecordedGroupsMaxAge
 }
 
 func stalled(reason, message string) *metav1.Condition {
