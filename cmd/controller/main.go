@@ -243,7 +243,8 @@ func run(ctx context.Context, o options) error {
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
 		RecordedGroupsMaxAge: o.groupsMaxAge})
 	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
-		Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver}, rev, factory))
+		Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver,
+		RecordedGroupsMaxAge: o.groupsMaxAge}, rev, factory))
 	// Source clusters' CommitRequests, for KubeProviders whose
 	// spec.commitRequests serves them.
 	sources := commitrequest.NewSources(commitrequest.SourcesConfig{

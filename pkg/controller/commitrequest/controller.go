@@ -133,7 +133,10 @@ type Config struct {
 	// the control-cluster path sets it: a source cluster's users are not this
 	// cluster's.
 	Authorizer authorizer.Authorizer
-	Savers     Savers
+	// RecordedGroupsMaxAge is how long an author's recorded groups count in
+	// that check (--recorded-groups-max-age); zero is the default, 7 days.
+	RecordedGroupsMaxAge time.Duration
+	Savers               Savers
 	// TTL is how long a finished request stays before it is deleted.
 	TTL time.Duration
 	// Collect keeps a saved window open this long after the save attaches,
@@ -207,6 +210,9 @@ func New(cfg Config) *Controller {
 	ctl := cfg.Control.Reverser().V1alpha1()
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.RecordedGroupsMaxAge <= 0 {
+		cfg.RecordedGroupsMaxAge = tenancy.DefaultRecordedGroupsMaxAge
 	}
 	c := &Controller{
 		cfg: cfg, crs: r.CommitRequests().Lister(), targets: ctl.GitTargets().Lister(), kps: ctl.KubeProviders().Lister(),
@@ -378,8 +384,10 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 // maySave asks, before the claim, whether the request's author may still
 // save the GitTarget; it returns the refusal in words a user can act on.
 func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget) (string, error) {
-	// A save is checked moments after its create: its groups are fresh.
-	u := tenancy.Subject(a, c.cfg.Clock.Now(), tenancy.DefaultRecordedGroupsMaxAge)
+	// A save waiting for its GitTarget or its window may be checked long
+	// after its create: its groups count only as long as the admin says.
+	now := c.cfg.Clock.Now()
+	u := tenancy.Subject(a, now, c.cfg.RecordedGroupsMaxAge)
 	decision, _, err := c.cfg.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
 		User: u, Verb: admission.VerbSave, APIGroup: v1.GroupName, APIVersion: "*", Resource: "gittargets",
 		Namespace: gt.Namespace, Name: gt.Name, ResourceRequest: true,
@@ -391,7 +399,7 @@ func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget
 		return "", fmt.Errorf("checking whether %q may save GitTarget %s/%s: %w", a.Username, gt.Namespace, gt.Name, err)
 	}
 	return fmt.Sprintf("user %q may no longer save GitTarget %s/%s: it needs verb %q on resource \"gittargets\" in API group %q",
-		a.Username, gt.Namespace, gt.Name, admission.VerbSave, v1.GroupName), nil
+		a.Username, gt.Namespace, gt.Name, admission.VerbSave, v1.GroupName) + tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge), nil
 }
 
 // save hands the claimed request to its worker once, and writes the outcome
