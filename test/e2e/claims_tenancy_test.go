@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -248,4 +249,73 @@ spec:
 		}
 		return false
 	})
+}
+
+// TestAConflictingFolderTellsNoOtherTenantsTarget (#27, finding 8): the
+// platform team mirrors folder team/apps of a repository. bob points a
+// GitProvider of his namespace at the same repository spelt in capitals
+// and a GitTarget at folder team, which contains theirs. Case makes no
+// other repository: his target is PathConflict, and its message names
+// neither their namespace nor their target or folder. Nothing of his
+// namespace reaches the repository.
+func TestAConflictingFolderTellsNoOtherTenantsTarget(t *testing.T) {
+	platform := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, path: "team/apps"})
+	platform.waitReady()
+	kubectlOK(t, admin, "", "create", "configmap", "-n", platform.ns, "theirs", "--from-literal=a=1")
+	theirs := "team/apps/" + platform.ns + "/configmaps/theirs.yaml"
+	platform.waitFile(theirs, exists, "the platform's ConfigMap mirrored")
+	before := platform.files()
+
+	tn := newTenant(t, "")
+	slash := strings.LastIndex(platform.url, "/")
+	tn.url = platform.url[:slash] + strings.ToUpper(platform.url[slash:])
+	require.NotEqual(t, platform.url, tn.url)
+	tn.path = "team"
+	tn.mirror("", ownConfigMaps)
+	kubectlOK(t, bob, "", "create", "configmap", "-n", tn.ns, "bobs", "--from-literal=b=1")
+	msg := waitCondition(t, time.Minute, v1.ConditionReady, "False", "PathConflict", "gittarget", "-n", tn.ns, "site")
+	assert.Contains(t, msg, "a GitTarget of another namespace")
+	assert.NotContains(t, msg, platform.ns)
+	assert.NotContains(t, msg, "team/apps")
+	stalled, _, _ := condition(t, v1.ConditionStalled, "gittarget", "-n", tn.ns, "site")
+	assert.Equal(t, "True", stalled)
+	never(t, 10*time.Second, "bob's ConfigMap in the platform's repository", func() bool {
+		return slices.ContainsFunc(platform.files(), func(p string) bool { return strings.Contains(p, tn.ns) })
+	})
+	assert.Equal(t, before, platform.files(), "the repository as the platform team left it")
+}
+
+// TestFormatCharactersNeitherHideNorForgeAnAuthor (#27, finding 8): a user
+// whose name carries a right-to-left override and a zero-width space (here
+// by impersonation; an identity provider may name people so) edits and
+// saves with a message carrying them too. The commit names the author with
+// those characters percent-encoded and keeps the message without them, so
+// no log or review reads otherwise than what was done.
+func TestFormatCharactersNeitherHideNorForgeAnAuthor(t *testing.T) {
+	f := newMirror(t, configMapRule, saveWindow)
+	const user = "alice\u202eevil\u200b"
+	as := []string{"--as=" + user, "--as-group=" + controlplane.GroupDevs}
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: saver, namespace: %s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-saver}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: %q}
+`, f.ns, user), "apply", "-f", "-")
+	kubectlOK(t, admin, "", append([]string{"create", "configmap", "-n", f.ns, "bidi", "--from-literal=a=1"}, as...)...)
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: CommitRequest
+metadata: {name: bidi, namespace: %s}
+spec:
+  gitTargetRef: {name: site}
+  message: "Rotate \u202egnp.exe\u202c and\u200b more"
+`, f.ns), append([]string{"create", "-f", "-"}, as...)...)
+	_, ready := f.waitOutcome("bidi")
+	require.Equal(t, v1.ReasonCommitted, ready.Reason, ready.Message)
+
+	log := git(t, f.bare, "log", "-1", "--format=%an%n%B", "main")
+	assert.True(t, strings.HasPrefix(log, "alice%E2%80%AEevil%E2%80%8B\nRotate gnp.exe and more\n"), "%q", log)
+	assert.NotContains(t, log, "\u202e")
+	assert.NotContains(t, log, "\u200b")
+	assert.Contains(t, f.files(), f.cmPath("bidi"))
 }

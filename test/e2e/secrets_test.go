@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/seal"
 	"reverser.dev/reverser/test/controlplane"
 )
 
@@ -400,4 +401,48 @@ func noPlaintext(t *testing.T, f *mirrorFixture, values ...string) {
 	metrics, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	check("metrics", metrics)
+}
+
+// TestACopiedDigestKeepsNoForgedSecret (#27, finding 8): whoever may push
+// to the repository may encrypt to its recipients. mallory encrypts, with
+// the real sops, Secret first with values of her own and the digest
+// annotation copied from the document Reverser wrote, and pushes it in its
+// place: a document Flux would decrypt and apply. At the next snapshot (a
+// controller restart) Reverser finds the digest does not describe that
+// ciphertext and writes first afresh, with its live values.
+func TestACopiedDigestKeepsNoForgedSecret(t *testing.T) {
+	f := newSealedMirror(t)
+	const live, hers = "e2e-digest-live-value", "e2e-digest-mallory-value"
+	kubectlOK(t, alice, secretYAML(f.ns, "first", secretData(live)), "apply", "-f", "-")
+	f.waitFile(f.secretPath("first"), exists, "first written")
+
+	var written struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(f.file(f.secretPath("first"))), &written))
+	digest := written.Metadata.Annotations[seal.DigestAnnotation]
+	require.NotEmpty(t, digest)
+	plain := strings.Replace(secretYAML(f.ns, "first", secretData(hers)), "metadata: {",
+		fmt.Sprintf("metadata: {annotations: {%s: %q}, ", seal.DigestAnnotation, digest), 1)
+	in := filepath.Join(t.TempDir(), "first.yaml")
+	require.NoError(t, os.WriteFile(in, []byte(plain), 0o600))
+	cmd := exec.Command(filepath.Join(repoRoot, sopsPath), "encrypt", "--age", f.id.Recipient().String(),
+		"--encrypted-regex", "^(data|stringData)$", in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	forged, err := cmd.Output()
+	require.NoError(t, err, "sops encrypt: %s", stderr.String())
+	data, obj := decoded(t, f.decrypt(string(forged)))
+	require.Equal(t, secretData(hers), data, "the forged document decrypts, to mallory's values")
+	require.Equal(t, digest, obj["metadata"].(map[string]any)["annotations"].(map[string]any)[seal.DigestAnnotation])
+	pushByHand(t, f.url, f.secretPath("first"), "Rotate first, by hand", func(string) string { return string(forged) })
+
+	require.NoError(t, controlplane.Restart(env, "reverser-controller"))
+	f.waitReady()
+	f.waitFile(f.secretPath("first"), func(s string) bool { return s != string(forged) }, "first written afresh")
+	data, _ = decoded(t, f.decrypt(f.file(f.secretPath("first"))))
+	assert.Equal(t, secretData(live), data, "the live values, not mallory's")
+	noPlaintext(t, f.mirrorFixture, live, hers)
 }
