@@ -25,7 +25,12 @@ const PathPrefix = "/git"
 // <root>/.credentials (read on every request, so tests can rotate them).
 const PrivatePrefix = "/private"
 
-// CredentialsFile is where PrivatePrefix's users are listed.
+// PublicPrefix serves the same repositories as most hosts serve a public
+// one: anyone may fetch, and only PrivatePrefix's users may push.
+const PublicPrefix = "/public"
+
+// CredentialsFile is where PrivatePrefix's and PublicPrefix's users are
+// listed.
 const CredentialsFile = ".credentials"
 
 // FaultFile, when <root>/.fault holds an HTTP status code, makes the server
@@ -52,15 +57,27 @@ func Handler(root string) (http.Handler, error) {
 	mux := http.NewServeMux()
 	env := []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}
 	mux.Handle(PathPrefix+"/", &cgi.Handler{Path: backend, Root: PathPrefix, Env: env})
-	private := &cgi.Handler{Path: backend, Root: PrivatePrefix, Env: env}
-	mux.Handle(PrivatePrefix+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	authenticated := func(w http.ResponseWriter, r *http.Request) bool {
 		user, pass, ok := r.BasicAuth()
 		if !ok || !allowed(filepath.Join(root, CredentialsFile), user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="reverser-gitserver"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
+			return false
 		}
-		private.ServeHTTP(w, r)
+		return true
+	}
+	private := &cgi.Handler{Path: backend, Root: PrivatePrefix, Env: env}
+	mux.Handle(PrivatePrefix+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authenticated(w, r) {
+			private.ServeHTTP(w, r)
+		}
+	}))
+	public := &cgi.Handler{Path: backend, Root: PublicPrefix, Env: env}
+	mux.Handle(PublicPrefix+"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		push := strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack"
+		if !push || authenticated(w, r) {
+			public.ServeHTTP(w, r)
+		}
 	}))
 	fault := func() string {
 		data, _ := os.ReadFile(filepath.Join(root, FaultFile))

@@ -71,3 +71,27 @@ func TestPrivateNeedsCredentials(t *testing.T) {
 	require.Error(t, err, "a wrong password is refused: %s", out)
 	git(t, work, "ls-remote", "http://robot:s3cret@"+host+PrivatePrefix+"/secret.git")
 }
+
+// TestPublicNeedsCredentialsToPush: PublicPrefix lets anyone fetch, as a
+// public repository on a host does, and only a listed user push.
+func TestPublicNeedsCredentialsToPush(t *testing.T) {
+	root := t.TempDir()
+	_, err := CreateRepo(root, "open")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, CredentialsFile), []byte("robot:s3cret\n"), 0o600))
+	h, err := Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	work := t.TempDir()
+	git(t, work, "init", "-q", "-b", "main")
+	git(t, work, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "one")
+	push := exec.Command("git", "-C", work, "push", "http://"+host+PublicPrefix+"/open.git", "HEAD:main")
+	push.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "HOME="+work)
+	out, err := push.CombinedOutput()
+	require.Error(t, err, "an anonymous push is refused: %s", out)
+	git(t, work, "push", "-q", "http://robot:s3cret@"+host+PublicPrefix+"/open.git", "HEAD:main")
+	git(t, work, "ls-remote", "http://"+host+PublicPrefix+"/open.git")
+}
