@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
 )
 
 // The attacks of this file are made through claims, by bob as a namespace
@@ -318,4 +321,45 @@ spec:
 	assert.NotContains(t, log, "\u202e")
 	assert.NotContains(t, log, "\u200b")
 	assert.Contains(t, f.files(), f.cmPath("bidi"))
+}
+
+// TestASquatterWithoutPushRightsHoldsNoFolder (#27, finding 8): the
+// platform team's repository is public (anyone fetches, only its robot
+// pushes). bob gets there first: a GitTarget at folder team of it, with a
+// GitProvider of no credentials. His target stops at once, PushNotAllowed,
+// and holds nothing: the platform's target at team/apps, made after his,
+// mirrors; nothing of bob's namespace reaches the repository.
+func TestASquatterWithoutPushRightsHoldsNoFolder(t *testing.T) {
+	robot := uniqueName("robot")
+	password := "e2e-push-password-" + robot
+	creds, err := os.OpenFile(filepath.Join(env.GitRoot, gitserver.CredentialsFile), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(creds, "%s:%s\n", robot, password)
+	require.NoError(t, err)
+	require.NoError(t, creds.Close())
+	public := func(url string) string { return strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PublicPrefix+"/", 1) }
+
+	var tn *tenant
+	platform := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, path: "team/apps",
+		providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true",
+		remote:       func(name string) string { return public(env.GitBaseURL + "/" + name + ".git") },
+		seed: func(f *mirrorFixture) {
+			kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "git-credentials",
+				"--from-literal=username="+robot, "--from-literal=password="+password)
+			tn = newTenant(t, "")
+			tn.url, tn.path = public(f.url), "team"
+			tn.mirror("", ownConfigMaps)
+			kubectlOK(t, bob, "", "create", "configmap", "-n", tn.ns, "bobs", "--from-literal=b=1")
+			msg := waitCondition(t, time.Minute, v1.ConditionReady, "False", "PushNotAllowed", "gittarget", "-n", tn.ns, "site")
+			assert.Contains(t, msg, "give GitProvider repo credentials that may push to branch main")
+		}})
+	platform.waitReady()
+	kubectlOK(t, admin, "", "create", "configmap", "-n", platform.ns, "theirs", "--from-literal=a=1")
+	platform.waitFile("team/apps/"+platform.ns+"/configmaps/theirs.yaml", exists, "the platform's ConfigMap mirrored")
+	never(t, 5*time.Second, "bob's ConfigMap in the platform's repository", func() bool {
+		return slices.ContainsFunc(platform.files(), func(p string) bool { return strings.Contains(p, tn.ns) })
+	})
+	_, reason, _ := condition(t, v1.ConditionReady, "gittarget", "-n", tn.ns, "site")
+	assert.Equal(t, "PushNotAllowed", reason, "still stopped")
+	noPlaintext(t, platform, password)
 }

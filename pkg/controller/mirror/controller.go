@@ -43,6 +43,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,6 +126,9 @@ type Config struct {
 	// DigestKey keys the digests that tell an unchanged sealed Secret
 	// (package seal); without it, GitTargets with spec.encryption stall.
 	DigestKey []byte
+	// CheckPush asks a remote whether it takes pushes with some
+	// credentials; nil is gitrepo.CheckPush.
+	CheckPush func(ctx context.Context, url string, auth transport.AuthMethod) error
 }
 
 // Controller reconciles GitTargets.
@@ -154,6 +158,9 @@ type Controller struct {
 	mirrors map[string]*mirrorState   // by GitTarget namespace/name
 	sources map[string]*source        // by KubeProvider name
 	reports map[string]*report        // what workers said, by GitTarget
+	// pushable is, by workerKey, the credential fingerprint the remote
+	// last said takes pushes (pushAllowed).
+	pushable map[string]string
 }
 
 type mirrorState struct {
@@ -225,6 +232,9 @@ func New(cfg Config) *Controller {
 	if cfg.RecordedGroupsMaxAge == 0 {
 		cfg.RecordedGroupsMaxAge = tenancy.DefaultRecordedGroupsMaxAge
 	}
+	if cfg.CheckPush == nil {
+		cfg.CheckPush = gitrepo.CheckPush
+	}
 	f := cfg.Factory
 	if f == nil {
 		f = informers.NewSharedInformerFactory(cfg.Reverser, 0)
@@ -240,7 +250,7 @@ func New(cfg Config) *Controller {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
 		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
-		sources: map[string]*source{}, reports: map[string]*report{},
+		sources: map[string]*source{}, reports: map[string]*report{}, pushable: map[string]string{},
 	}
 	enqueueTarget := func(obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
@@ -532,6 +542,15 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if p := c.secretsAuthorized(ctx, gp); p != nil {
 		return p
 	}
+	auth, authFP, err := c.gitAuth(ctx, gp)
+	if err != nil {
+		return asProblem(err, "GitUnreachable").in(areaGit)
+	}
+	// Before the folder is claimed: a target whose credentials may not push
+	// holds no folder against one whose may (overlapping).
+	if p := c.pushAllowed(ctx, key, gp, gt.Spec.Branch, auth, authFP); p != nil {
+		return p
+	}
 	if other := c.overlapping(gt, gp); other != nil {
 		if other.Namespace != gt.Namespace {
 			// Another team's: who mirrors where is theirs to tell.
@@ -554,7 +573,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if err != nil {
 		return asProblem(err, "EncryptionInvalid").in(areaConfig)
 	}
-	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch, signer, signFP)
+	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch, auth, authFP, signer, signFP)
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
@@ -981,13 +1000,9 @@ func workerKey(gp *v1.GitProvider, branch string) string {
 // worker returns the branch worker of a GitProvider's branch, starting it,
 // and hands it rotated credentials and signing keys. The caller holds a
 // reference to it until it calls release.
-func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string, signer gitrepo.Signer,
-	signFP string) (*worker.Worker, string, error) {
+func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string, auth transport.AuthMethod, authFP string,
+	signer gitrepo.Signer, signFP string) (*worker.Worker, string, error) {
 	key := workerKey(gp, branch)
-	auth, authFP, err := c.gitAuth(ctx, gp)
-	if err != nil {
-		return nil, "", err
-	}
 	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
 	c.mu.Lock()
 	w, ok := c.workers[key]
@@ -1074,6 +1089,7 @@ func (c *Controller) release(key string) {
 	switch {
 	case last:
 		delete(c.workers, key)
+		delete(c.pushable, key)
 		c.retired[key] = w
 	case ok:
 		w.refs--

@@ -184,15 +184,15 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, reports: map[string]*report{}}
 	gp := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "repo"},
 		Spec: v1.GitProviderSpec{URL: "http://127.0.0.1:1/shared.git"}}
-	w1, key, err := c.worker(ctx, gp, "main", nil, "")
+	w1, key, err := c.worker(ctx, gp, "main", nil, "", nil, "")
 	require.NoError(t, err)
-	w2, _, err := c.worker(ctx, gp, "main", nil, "")
+	w2, _, err := c.worker(ctx, gp, "main", nil, "", nil, "")
 	require.NoError(t, err)
 	assert.Same(t, w1, w2, "one worker per GitProvider and branch")
 
 	other := gp.DeepCopy()
 	other.Namespace = "team-b"
-	w3, otherKey, err := c.worker(ctx, other, "main", nil, "")
+	w3, otherKey, err := c.worker(ctx, other, "main", nil, "", nil, "")
 	require.NoError(t, err)
 	assert.NotSame(t, w1, w3, "another GitProvider of the same repository gets its own worker, with its own credentials")
 	c.release(otherKey)

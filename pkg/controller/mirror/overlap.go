@@ -1,29 +1,39 @@
 package mirror
 
 import (
+	"context"
+	"errors"
 	"net/url"
 	"regexp"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/gitrepo"
 )
 
-// overlapping returns the oldest other GitTarget that writes a folder of the
-// same repository and branch overlapping gt's, when it is older than gt: the
-// older target keeps the folder and gt is refused. Both would otherwise
-// write, and prune, each other's documents.
+// overlapping returns the GitTarget that keeps a folder of the same
+// repository and branch overlapping gt's, when it is not gt: the older
+// target, of those the remote takes pushes from. Both would otherwise
+// write, and prune, each other's documents. A target stopped because its
+// credentials may not push (PushNotAllowed) keeps no folder, so nobody
+// holds one with credentials that cannot write; once it may push, it waits
+// until no other target writes there before it takes its folder back, so
+// that two never write at once.
 func (c *Controller) overlapping(gt *v1.GitTarget, gp *v1.GitProvider) *v1.GitTarget {
 	all, err := c.targets.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
 	repo := repoIdentity(gp.Spec.URL)
+	wasRefused := pushRefused(gt)
 	var oldest *v1.GitTarget
 	for _, other := range all {
 		if other.UID == gt.UID || other.Spec.Branch != gt.Spec.Branch || !pathsOverlap(other.Spec.Path, gt.Spec.Path) ||
-			!older(other, gt) {
+			pushRefused(other) || !(older(other, gt) || wasRefused && writing(other)) {
 			continue
 		}
 		ogp, err := c.gps.GitProviders(other.Namespace).Get(other.Spec.GitProviderRef.Name)
@@ -35,6 +45,54 @@ func (c *Controller) overlapping(gt *v1.GitTarget, gp *v1.GitProvider) *v1.GitTa
 		}
 	}
 	return oldest
+}
+
+// pushRefused says whether a target is stopped because the remote refused
+// its credentials for a push.
+func pushRefused(gt *v1.GitTarget) bool {
+	ready := meta.FindStatusCondition(gt.Status.Conditions, v1.ConditionReady)
+	return ready != nil && ready.Reason == ReasonPushNotAllowed && !writing(gt)
+}
+
+// writing says whether a target's mirror runs.
+func writing(gt *v1.GitTarget) bool {
+	return meta.IsStatusConditionTrue(gt.Status.Conditions, v1.ConditionStreamsRunning)
+}
+
+// ReasonPushNotAllowed: the remote refuses the GitProvider's credentials
+// for a push.
+const ReasonPushNotAllowed = "PushNotAllowed"
+
+// pushAllowed asks the remote whether it takes the GitProvider's pushes,
+// once per credential (the answer is kept while its worker runs). A
+// refusal stops a target that is not mirroring yet (a lasting problem: a
+// folder is not held with credentials that cannot write) and is reported,
+// without stopping anything, for one that runs (its windows wait for a
+// fixed credential). Any other failure is left to the worker's fetch,
+// which retries and reports it.
+func (c *Controller) pushAllowed(ctx context.Context, target string, gp *v1.GitProvider, branch string, auth transport.AuthMethod,
+	authFP string) *problem {
+	key := workerKey(gp, branch)
+	c.mu.Lock()
+	fp, proven := c.pushable[key]
+	_, running := c.mirrors[target]
+	c.mu.Unlock()
+	if proven && fp == authFP {
+		return nil
+	}
+	err := c.cfg.CheckPush(ctx, gp.Spec.URL, auth)
+	switch {
+	case err == nil:
+		c.mu.Lock()
+		c.pushable[key] = authFP
+		c.mu.Unlock()
+		return nil
+	case errors.Is(err, gitrepo.ErrPushRefused):
+		p := problemf(ReasonPushNotAllowed, "%v: give GitProvider %s credentials that may push to branch %s (spec.secretRef)", err, gp.Name, branch).in(areaGit)
+		p.transient = running
+		return p
+	}
+	return nil
 }
 
 // older orders GitTargets by creation, then by namespace/name, so that of two
