@@ -337,7 +337,9 @@ func TestASquatterWithoutPushRightsHoldsNoFolder(t *testing.T) {
 	_, err = fmt.Fprintf(creds, "%s:%s\n", robot, password)
 	require.NoError(t, err)
 	require.NoError(t, creds.Close())
-	public := func(url string) string { return strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PublicPrefix+"/", 1) }
+	public := func(url string) string {
+		return strings.Replace(url, gitserver.PathPrefix+"/", gitserver.PublicPrefix+"/", 1)
+	}
 
 	var tn *tenant
 	platform := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, path: "team/apps",

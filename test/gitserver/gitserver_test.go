@@ -53,16 +53,23 @@ func TestPushAndClone(t *testing.T) {
 	assert.Equal(t, "a: 1\n", string(data))
 }
 
-func TestPrivateNeedsCredentials(t *testing.T) {
+// serveWithRobot serves the repository name, whose pushers and (behind
+// PrivatePrefix) readers are robot:s3cret, and returns the server's host.
+func serveWithRobot(t *testing.T, name string) string {
+	t.Helper()
 	root := t.TempDir()
-	_, err := CreateRepo(root, "secret")
+	_, err := CreateRepo(root, name)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(root, CredentialsFile), []byte("robot:s3cret\n"), 0o600))
 	h, err := Handler(root)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestPrivateNeedsCredentials(t *testing.T) {
+	host := serveWithRobot(t, "secret")
 
 	work := t.TempDir()
 	cmd := exec.Command("git", "ls-remote", "http://robot:wrong@"+host+PrivatePrefix+"/secret.git")
@@ -75,15 +82,7 @@ func TestPrivateNeedsCredentials(t *testing.T) {
 // TestPublicNeedsCredentialsToPush: PublicPrefix lets anyone fetch, as a
 // public repository on a host does, and only a listed user push.
 func TestPublicNeedsCredentialsToPush(t *testing.T) {
-	root := t.TempDir()
-	_, err := CreateRepo(root, "open")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(root, CredentialsFile), []byte("robot:s3cret\n"), 0o600))
-	h, err := Handler(root)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	host := serveWithRobot(t, "open")
 
 	work := t.TempDir()
 	git(t, work, "init", "-q", "-b", "main")
