@@ -63,13 +63,14 @@ func writing(gt *v1.GitTarget) bool {
 // for a push.
 const ReasonPushNotAllowed = "PushNotAllowed"
 
-// pushAllowed asks the remote whether it takes the GitProvider's pushes,
-// once per credential (the answer is kept while its worker runs). A
-// refusal stops a target that is not mirroring yet (a lasting problem: a
-// folder is not held with credentials that cannot write) and is reported,
-// without stopping anything, for one that runs (its windows wait for a
-// fixed credential). Any other failure is left to the worker's fetch,
-// which retries and reports it.
+// pushAllowed asks the remote, before a target starts mirroring, whether it
+// takes the GitProvider's pushes, once per credential (the answer is kept
+// while the provider's worker runs). A refusal stops the target: a folder
+// is not held with credentials that cannot write. A target already
+// mirroring is not asked: its worker takes rotated credentials at once and
+// its pushes report a refusal, its windows kept for a fixed credential. Any
+// other failure is left to the worker's fetch, which retries and reports
+// it.
 func (c *Controller) pushAllowed(ctx context.Context, target string, gp *v1.GitProvider, branch string, auth transport.AuthMethod,
 	authFP string) *problem {
 	key := workerKey(gp, branch)
@@ -77,7 +78,7 @@ func (c *Controller) pushAllowed(ctx context.Context, target string, gp *v1.GitP
 	fp, proven := c.pushable[key]
 	_, running := c.mirrors[target]
 	c.mu.Unlock()
-	if proven && fp == authFP {
+	if running || proven && fp == authFP {
 		return nil
 	}
 	err := c.cfg.CheckPush(ctx, gp.Spec.URL, auth)
@@ -86,11 +87,9 @@ func (c *Controller) pushAllowed(ctx context.Context, target string, gp *v1.GitP
 		c.mu.Lock()
 		c.pushable[key] = authFP
 		c.mu.Unlock()
-		return nil
 	case errors.Is(err, gitrepo.ErrPushRefused):
-		p := problemf(ReasonPushNotAllowed, "%v: give GitProvider %s credentials that may push to branch %s (spec.secretRef)", err, gp.Name, branch).in(areaGit)
-		p.transient = running
-		return p
+		return problemf(ReasonPushNotAllowed, "%v: give GitProvider %s credentials that may push to branch %s (spec.secretRef)",
+			err, gp.Name, branch).in(areaGit)
 	}
 	return nil
 }

@@ -70,10 +70,10 @@ func TestAFolderIsKeptOnlyWithCredentialsThatMayPush(t *testing.T) {
 	assert.Equal(t, "squatter", c.overlapping(team, gpOf(team)).Namespace, "once it may push, the older takes the folder back")
 }
 
-// TestPushRightsAreAskedOncePerCredential: the remote is asked until it
-// takes the credential's pushes, then not again for it; a refusal stops a
-// target that is not mirroring and is only reported for one that is; an
-// unreachable remote is the worker's to report.
+// TestPushRightsAreAskedOncePerCredential: the remote is asked, before a
+// target mirrors, until it takes the credential's pushes, then not again
+// for it; a refusal stops the target; an unreachable remote is the
+// worker's to report, and so is a refusal once the target mirrors.
 func TestPushRightsAreAskedOncePerCredential(t *testing.T) {
 	var asked int
 	answer := error(nil)
@@ -87,19 +87,20 @@ func TestPushRightsAreAskedOncePerCredential(t *testing.T) {
 	p := c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp1")
 	require.NotNil(t, p)
 	assert.Equal(t, ReasonPushNotAllowed, p.reason)
-	assert.False(t, p.transient, "a target not mirroring stops")
+	assert.False(t, p.transient, "the target stops")
 	assert.Contains(t, p.message, "give GitProvider repo credentials that may push to branch main")
-	c.mirrors["team/site"] = &mirrorState{}
-	p = c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp1")
-	require.NotNil(t, p)
-	assert.True(t, p.transient, "a mirroring target keeps its windows for a fixed credential")
 
 	answer = errors.New("connection refused")
 	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp1"))
 	answer = nil
 	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp1"))
 	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp1"))
-	assert.Equal(t, 4, asked, "not asked again for a credential that may push")
+	assert.Equal(t, 3, asked, "not asked again for a credential that may push")
 	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp2"))
-	assert.Equal(t, 5, asked, "a rotated credential is asked about")
+	assert.Equal(t, 4, asked, "a rotated credential is asked about")
+
+	c.mirrors["team/site"] = &mirrorState{}
+	answer = fmt.Errorf("%w: 403", gitrepo.ErrPushRefused)
+	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp3"), "a mirroring target's pushes report")
+	assert.Equal(t, 4, asked)
 }
