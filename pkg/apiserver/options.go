@@ -30,11 +30,12 @@ import (
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
 
-	"reverser.dev/reverser/pkg/admission"
+	"reverser.dev/reverser/pkg/admit"
 	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/generated/openapi"
 	"reverser.dev/reverser/pkg/pki"
 	"reverser.dev/reverser/pkg/servingcert"
+	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/watch"
 )
 
@@ -194,8 +195,8 @@ func (o *Options) config() (*Config, error) {
 		sc.Authorization.Authorizer = o.Authorizer
 	}
 
-	var nsLabels admission.NamespaceLabels
-	var served admission.Served
+	var nsLabels tenancy.NamespaceLabels
+	var served admit.Served
 	if sc.ClientConfig != nil {
 		kube, err := kubernetes.NewForConfig(sc.ClientConfig)
 		if err != nil {
@@ -208,7 +209,7 @@ func (o *Options) config() (*Config, error) {
 			}
 			return ns.Labels, nil
 		}
-		served = admission.CachedServed(30*time.Second, func(context.Context) (watch.Served, error) {
+		served = admit.CachedServed(30*time.Second, func(context.Context) (watch.Served, error) {
 			groups, lists, err := kube.Discovery().ServerGroupsAndResources()
 			if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 				return watch.Served{}, err
@@ -216,10 +217,10 @@ func (o *Options) config() (*Config, error) {
 			return watch.NewServed(groups, lists), nil
 		})
 	}
-	save := admission.NewSave(sc.Authorization.Authorizer, nsLabels)
-	rules := admission.NewRules(sc.Authorization.Authorizer, served)
-	claims := admission.NewClaims(sc.Authorization.Authorizer)
-	credentials := admission.NewCredentials(sc.Authorization.Authorizer)
+	save := admit.NewSave(sc.Authorization.Authorizer, nsLabels)
+	rules := admit.NewRules(sc.Authorization.Authorizer, served)
+	claims := admit.NewClaims(sc.Authorization.Authorizer)
+	credentials := admit.NewCredentials(sc.Authorization.Authorizer)
 	for _, p := range []genericadmission.InitializationValidator{save, rules, claims, credentials} {
 		if err := p.ValidateInitialization(); err != nil {
 			return nil, err

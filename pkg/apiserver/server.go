@@ -17,7 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
-	"reverser.dev/reverser/pkg/admission"
+	"reverser.dev/reverser/pkg/admit"
 	"reverser.dev/reverser/pkg/apis/reverser"
 	"reverser.dev/reverser/pkg/apis/reverser/install"
 	"reverser.dev/reverser/pkg/registry"
@@ -53,9 +53,9 @@ type Config struct {
 	// Save is the admission plugin for CommitRequests, Rules the one for
 	// WatchRules and ClusterWatchRules, Claims the one for FluxClaims and
 	// ArgoCDClaims; New wires their storage.
-	Save   *admission.Save
-	Rules  *admission.Rules
-	Claims *admission.Claims
+	Save   *admit.Save
+	Rules  *admit.Rules
+	Claims *admit.Claims
 }
 
 // Server is a running reverser-apiserver.

@@ -8,21 +8,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/worker"
 )
 
-// Applications are Argo CD's Applications, which an ArgoCDClaim touches.
-var Applications = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
-
 const (
-	// AutomatedAnnotation keeps, as JSON, the spec.syncPolicy.automated an
-	// Application had before its claim ("" when it had none), which the
-	// release puts back.
-	AutomatedAnnotation = "reverser.dev/original-automated-sync"
 	// ArgoCDManager is the field manager of Argo CD's server-side applies.
 	ArgoCDManager = "argocd-controller"
 	// ConvergeInfo names the operation info entry that carries a
@@ -43,7 +36,7 @@ type ArgoCD struct {
 // claim another holds is refused. Holding an Application touches nothing
 // else: may is never asked.
 func (a *ArgoCD) TakeOver(ctx context.Context, app Ref, claim string, _ Authorize) error {
-	obj, err := a.Client.Resource(Applications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+	obj, err := a.Client.Resource(v1.ArgoCDApplications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Application %s: %w", app, err)
 	}
@@ -55,7 +48,7 @@ func (a *ArgoCD) TakeOver(ctx context.Context, app Ref, claim string, _ Authoriz
 	if slices.Contains(claims, claim) && !found {
 		return nil
 	}
-	annotations := map[string]any{ClaimedByAnnotation: claim}
+	annotations := map[string]any{v1.ClaimedByAnnotation: claim}
 	if !slices.Contains(claims, claim) {
 		original := ""
 		if found {
@@ -65,9 +58,9 @@ func (a *ArgoCD) TakeOver(ctx context.Context, app Ref, claim string, _ Authoriz
 			}
 			original = string(data)
 		}
-		annotations[AutomatedAnnotation] = original
+		annotations[v1.OriginalAutomatedSyncAnnotation] = original
 	}
-	if err := patchHeld(ctx, a.Client, Applications, obj, annotations, map[string]any{"syncPolicy": map[string]any{"automated": nil}}); err != nil {
+	if err := patchHeld(ctx, a.Client, v1.ArgoCDApplications, obj, annotations, map[string]any{"syncPolicy": map[string]any{"automated": nil}}); err != nil {
 		return fmt.Errorf("taking over Application %s: %w", app, err)
 	}
 	return nil
@@ -76,7 +69,7 @@ func (a *ArgoCD) TakeOver(ctx context.Context, app Ref, claim string, _ Authoriz
 // Release gives automated sync back as it was before claim took it. An
 // Application already gone is fine.
 func (a *ArgoCD) Release(ctx context.Context, app Ref, claim string) error {
-	obj, err := a.Client.Resource(Applications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+	obj, err := a.Client.Resource(v1.ArgoCDApplications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
 	if err != nil {
 		return ignoreNotFound(err, "reading Application "+app.String())
 	}
@@ -84,14 +77,14 @@ func (a *ArgoCD) Release(ctx context.Context, app Ref, claim string) error {
 		return nil
 	}
 	var spec map[string]any
-	if original := obj.GetAnnotations()[AutomatedAnnotation]; original != "" {
+	if original := obj.GetAnnotations()[v1.OriginalAutomatedSyncAnnotation]; original != "" {
 		var automated map[string]any
 		if err := json.Unmarshal([]byte(original), &automated); err != nil {
-			return fmt.Errorf("reading annotation %s of Application %s: %w", AutomatedAnnotation, app, err)
+			return fmt.Errorf("reading annotation %s of Application %s: %w", v1.OriginalAutomatedSyncAnnotation, app, err)
 		}
 		spec = map[string]any{"syncPolicy": map[string]any{"automated": automated}}
 	}
-	if err := patchHeld(ctx, a.Client, Applications, obj, map[string]any{ClaimedByAnnotation: nil, AutomatedAnnotation: nil}, spec); err != nil {
+	if err := patchHeld(ctx, a.Client, v1.ArgoCDApplications, obj, map[string]any{v1.ClaimedByAnnotation: nil, v1.OriginalAutomatedSyncAnnotation: nil}, spec); err != nil {
 		return fmt.Errorf("releasing Application %s: %w", app, err)
 	}
 	return nil
@@ -100,7 +93,7 @@ func (a *ArgoCD) Release(ctx context.Context, app Ref, claim string) error {
 // HeldBy says whether claim holds the Application app, and the namespace
 // Argo CD puts the documents without one into: spec.destination.namespace.
 func (a *ArgoCD) HeldBy(ctx context.Context, app Ref, claim string) (held bool, namespace string, err error) {
-	obj, err := a.Client.Resource(Applications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
+	obj, err := a.Client.Resource(v1.ArgoCDApplications).Namespace(app.Namespace).Get(ctx, app.Name, metav1.GetOptions{})
 	if err != nil {
 		return false, "", fmt.Errorf("reading Application %s: %w", app, err)
 	}
@@ -125,7 +118,7 @@ func (a *Application) Send(ctx context.Context, token string) (worker.Operation,
 	if err != nil {
 		return nil, err
 	}
-	_, err = a.ArgoCD.Client.Resource(Applications).Namespace(a.Ref.Namespace).Patch(ctx, a.Ref.Name, types.MergePatchType, data,
+	_, err = a.ArgoCD.Client.Resource(v1.ArgoCDApplications).Namespace(a.Ref.Namespace).Patch(ctx, a.Ref.Name, types.MergePatchType, data,
 		metav1.PatchOptions{FieldManager: "reverser"})
 	if err != nil {
 		return nil, fmt.Errorf("asking Application %s to sync: %w", a.Ref, err)
@@ -142,7 +135,7 @@ type argoOperation struct {
 // that carries the token reached Succeeded, Failed or Error. A sync is one
 // step, so it never asks resume: once sent, it is applying.
 func (o *argoOperation) Follow(ctx context.Context, _ func() bool) (worker.ApplyProgress, error) {
-	obj, err := o.app.ArgoCD.Client.Resource(Applications).Namespace(o.app.Ref.Namespace).Get(ctx, o.app.Ref.Name, metav1.GetOptions{})
+	obj, err := o.app.ArgoCD.Client.Resource(v1.ArgoCDApplications).Namespace(o.app.Ref.Namespace).Get(ctx, o.app.Ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return worker.ApplyProgress{}, fmt.Errorf("reading Application %s: %w", o.app.Ref, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
 
 func application(name string, automated map[string]any) *unstructured.Unstructured {
@@ -29,12 +30,12 @@ func application(name string, automated map[string]any) *unstructured.Unstructur
 
 func newArgoCD(objs ...runtime.Object) *ArgoCD {
 	return &ArgoCD{Client: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{Applications: "ApplicationList"}, objs...)}
+		map[schema.GroupVersionResource]string{v1.ArgoCDApplications: "ApplicationList"}, objs...)}
 }
 
 func (a *ArgoCD) get(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	obj, err := a.Client.Resource(Applications).Namespace("argocd").Get(context.Background(), name, metav1.GetOptions{})
+	obj, err := a.Client.Resource(v1.ArgoCDApplications).Namespace("argocd").Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return obj
 }
@@ -88,7 +89,7 @@ func TestASyncFollowsTheOperationState(t *testing.T) {
 			"phase": phase, "message": "hooks failed",
 			"operation":  map[string]any{"info": []any{map[string]any{"name": ConvergeInfo, "value": token}}},
 			"syncResult": map[string]any{"revision": "0123"}}, "status", "operationState"))
-		_, err := a.Client.Resource(Applications).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{})
+		_, err := a.Client.Resource(v1.ArgoCDApplications).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{})
 		require.NoError(t, err)
 	}
 	p, err := op.Follow(ctx, nil)

@@ -25,23 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/worker"
 )
 
-// Flux's kinds that a FluxClaim touches.
-var (
-	Kustomizations  = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
-	GitRepositories = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
-)
-
 const (
-	// ClaimedByAnnotation lists, comma-separated, the claims ("namespace/name")
-	// holding an applier object's schedule. A GitRepository may be held by
-	// the claims of several Kustomizations.
-	ClaimedByAnnotation = "reverser.dev/claimed-by"
-	// IntervalAnnotation keeps the spec.interval the object had before its
-	// first claim, which the last release puts back.
-	IntervalAnnotation = "reverser.dev/original-interval"
 	// HeldInterval replaces spec.interval while a claim holds the object: a
 	// year, so Flux's own schedule never fires and only Reverser's requests
 	// make it fetch or apply.
@@ -79,7 +67,7 @@ func source(ks *unstructured.Unstructured) (Ref, error) {
 }
 
 func claimsOf(obj *unstructured.Unstructured) []string {
-	v := obj.GetAnnotations()[ClaimedByAnnotation]
+	v := obj.GetAnnotations()[v1.ClaimedByAnnotation]
 	if v == "" {
 		return nil
 	}
@@ -97,7 +85,7 @@ type Authorize func(ctx context.Context, gr schema.GroupResource, obj Ref) error
 // GitRepository the claim held before the Kustomization's sourceRef
 // changed is given back.
 func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string, may Authorize) error {
-	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
+	obj, err := f.Client.Resource(v1.FluxKustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
@@ -111,18 +99,18 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string, may Authorize
 	if may != nil {
 		// Before any write: the source is checked as the Kustomization
 		// names it in the very read that is held.
-		if err := may(ctx, GitRepositories.GroupResource(), src); err != nil {
+		if err := may(ctx, v1.FluxGitRepositories.GroupResource(), src); err != nil {
 			return err
 		}
 	}
-	if err := f.hold(ctx, Kustomizations, obj, claim); err != nil {
+	if err := f.hold(ctx, v1.FluxKustomizations, obj, claim); err != nil {
 		return fmt.Errorf("taking over Kustomization %s: %w", ks, err)
 	}
-	repo, err := f.Client.Resource(GitRepositories).Namespace(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+	repo, err := f.Client.Resource(v1.FluxGitRepositories).Namespace(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading GitRepository %s: %w", src, err)
 	}
-	if err := f.hold(ctx, GitRepositories, repo, claim); err != nil {
+	if err := f.hold(ctx, v1.FluxGitRepositories, repo, claim); err != nil {
 		return fmt.Errorf("taking over GitRepository %s: %w", src, err)
 	}
 	return f.releaseSources(ctx, claim, src)
@@ -133,16 +121,16 @@ func (f *Flux) TakeOver(ctx context.Context, ks Ref, claim string, may Authorize
 // what the Kustomization's sourceRef says now, which its writer may have
 // changed since.
 func (f *Flux) releaseSources(ctx context.Context, claim string, keep Ref) error {
-	repos, err := f.Client.Resource(GitRepositories).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	repos, err := f.Client.Resource(v1.FluxGitRepositories).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("listing GitRepositories: %w", err)
+		return fmt.Errorf("listing v1.FluxGitRepositories: %w", err)
 	}
 	for i := range repos.Items {
 		repo := &repos.Items[i]
 		if (Ref{Namespace: repo.GetNamespace(), Name: repo.GetName()}) == keep || !slices.Contains(claimsOf(repo), claim) {
 			continue
 		}
-		if err := f.unhold(ctx, GitRepositories, repo, claim); err != nil {
+		if err := f.unhold(ctx, v1.FluxGitRepositories, repo, claim); err != nil {
 			return fmt.Errorf("releasing GitRepository %s/%s: %w", repo.GetNamespace(), repo.GetName(), err)
 		}
 	}
@@ -155,7 +143,7 @@ func (f *Flux) releaseSources(ctx context.Context, claim string, keep Ref) error
 // when unset (Flux then needs each document, or the folder's
 // kustomization, to name one).
 func (f *Flux) HeldBy(ctx context.Context, ks Ref, claim string) (held bool, namespace string, err error) {
-	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
+	obj, err := f.Client.Resource(v1.FluxKustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
 		return false, "", fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
@@ -171,9 +159,9 @@ func (f *Flux) hold(ctx context.Context, gvr schema.GroupVersionResource, obj *u
 	if slices.Contains(claims, claim) && interval == HeldInterval {
 		return nil
 	}
-	annotations := map[string]any{ClaimedByAnnotation: strings.Join(append(slices.DeleteFunc(claims, func(c string) bool { return c == claim }), claim), ",")}
+	annotations := map[string]any{v1.ClaimedByAnnotation: strings.Join(append(slices.DeleteFunc(claims, func(c string) bool { return c == claim }), claim), ",")}
 	if len(claims) == 0 {
-		annotations[IntervalAnnotation] = interval
+		annotations[v1.OriginalIntervalAnnotation] = interval
 	}
 	return f.patch(ctx, gvr, obj, annotations, HeldInterval)
 }
@@ -183,10 +171,10 @@ func (f *Flux) hold(ctx context.Context, gvr schema.GroupVersionResource, obj *u
 // it: spec.interval as it was before the first claim, and no annotation of
 // Reverser's left. Objects already gone are fine.
 func (f *Flux) Release(ctx context.Context, ks Ref, claim string) error {
-	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
+	obj, err := f.Client.Resource(v1.FluxKustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		if err := f.unhold(ctx, Kustomizations, obj, claim); err != nil {
+		if err := f.unhold(ctx, v1.FluxKustomizations, obj, claim); err != nil {
 			return fmt.Errorf("releasing Kustomization %s: %w", ks, err)
 		}
 	case !apierrors.IsNotFound(err):
@@ -202,10 +190,10 @@ func (f *Flux) unhold(ctx context.Context, gvr schema.GroupVersionResource, obj 
 	}
 	rest := slices.DeleteFunc(claims, func(c string) bool { return c == claim })
 	if len(rest) > 0 {
-		return f.patch(ctx, gvr, obj, map[string]any{ClaimedByAnnotation: strings.Join(rest, ",")}, "")
+		return f.patch(ctx, gvr, obj, map[string]any{v1.ClaimedByAnnotation: strings.Join(rest, ",")}, "")
 	}
-	original := obj.GetAnnotations()[IntervalAnnotation]
-	return f.patch(ctx, gvr, obj, map[string]any{ClaimedByAnnotation: nil, IntervalAnnotation: nil}, original)
+	original := obj.GetAnnotations()[v1.OriginalIntervalAnnotation]
+	return f.patch(ctx, gvr, obj, map[string]any{v1.ClaimedByAnnotation: nil, v1.OriginalIntervalAnnotation: nil}, original)
 }
 
 // patch merges annotations (nil removes one) and, when interval is set,
@@ -267,7 +255,7 @@ type Progress struct {
 
 // Request starts a converge: the GitRepository of ks is asked to fetch.
 func (f *Flux) Request(ctx context.Context, ks Ref, token string) (*Converge, error) {
-	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
+	obj, err := f.Client.Resource(v1.FluxKustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
@@ -275,7 +263,7 @@ func (f *Flux) Request(ctx context.Context, ks Ref, token string) (*Converge, er
 	if err != nil {
 		return nil, err
 	}
-	if err := f.request(ctx, GitRepositories, src, token); err != nil {
+	if err := f.request(ctx, v1.FluxGitRepositories, src, token); err != nil {
 		return nil, err
 	}
 	return &Converge{Token: token}, nil
@@ -305,7 +293,7 @@ func handled(obj *unstructured.Unstructured, token string) bool {
 // and abandons the converge; once the Kustomization has handled that, the
 // converge is done.
 func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge, resume func() bool) (Progress, error) {
-	obj, err := f.Client.Resource(Kustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
+	obj, err := f.Client.Resource(v1.FluxKustomizations).Namespace(ks.Namespace).Get(ctx, ks.Name, metav1.GetOptions{})
 	if err != nil {
 		return Progress{}, fmt.Errorf("reading Kustomization %s: %w", ks, err)
 	}
@@ -314,7 +302,7 @@ func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge, resume func() bo
 		if err != nil {
 			return Progress{}, err
 		}
-		repo, err := f.Client.Resource(GitRepositories).Namespace(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+		repo, err := f.Client.Resource(v1.FluxGitRepositories).Namespace(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
 		if err != nil {
 			return Progress{}, fmt.Errorf("reading GitRepository %s: %w", src, err)
 		}
@@ -324,7 +312,7 @@ func (f *Flux) Follow(ctx context.Context, ks Ref, c *Converge, resume func() bo
 		if resume != nil && !resume() {
 			return Progress{Done: true, Abandoned: true}, nil
 		}
-		if err := f.request(ctx, Kustomizations, ks, c.Token); err != nil {
+		if err := f.request(ctx, v1.FluxKustomizations, ks, c.Token); err != nil {
 			return Progress{}, err
 		}
 		c.Applying = true

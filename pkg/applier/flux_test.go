@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
 
 func fluxObject(gvr schema.GroupVersionResource, kind, name, interval string, spec map[string]any) *unstructured.Unstructured {
@@ -25,13 +26,13 @@ func fluxObject(gvr schema.GroupVersionResource, kind, name, interval string, sp
 }
 
 func kustomization(name, repo string) *unstructured.Unstructured {
-	return fluxObject(Kustomizations, "Kustomization", name, "10m",
+	return fluxObject(v1.FluxKustomizations, "Kustomization", name, "10m",
 		map[string]any{"sourceRef": map[string]any{"kind": "GitRepository", "name": repo}, "path": "./apps"})
 }
 
 func newFlux(objs ...runtime.Object) *Flux {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		Kustomizations: "KustomizationList", GitRepositories: "GitRepositoryList"}, objs...)
+		v1.FluxKustomizations: "KustomizationList", v1.FluxGitRepositories: "GitRepositoryList"}, objs...)
 	return &Flux{Client: client}
 }
 
@@ -52,30 +53,30 @@ func interval(obj *unstructured.Unstructured) string {
 // both exactly as they were.
 func TestTakeOverAndReleaseGiveTheScheduleBackAsItWas(t *testing.T) {
 	ctx := context.Background()
-	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	repo := fluxObject(v1.FluxGitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	apps := kustomization("apps", "repo")
 	apps.SetAnnotations(map[string]string{"owner": "team"})
 	f := newFlux(apps, repo)
 	ks := Ref{Namespace: "flux-system", Name: "apps"}
-	before := f.get(t, Kustomizations, "apps")
+	before := f.get(t, v1.FluxKustomizations, "apps")
 
 	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
 	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil), "idempotent")
-	held := f.get(t, Kustomizations, "apps")
+	held := f.get(t, v1.FluxKustomizations, "apps")
 	assert.Equal(t, HeldInterval, interval(held))
-	assert.Equal(t, "team/apps", held.GetAnnotations()[ClaimedByAnnotation])
-	assert.Equal(t, "10m", held.GetAnnotations()[IntervalAnnotation])
-	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "repo")))
+	assert.Equal(t, "team/apps", held.GetAnnotations()[v1.ClaimedByAnnotation])
+	assert.Equal(t, "10m", held.GetAnnotations()[v1.OriginalIntervalAnnotation])
+	assert.Equal(t, HeldInterval, interval(f.get(t, v1.FluxGitRepositories, "repo")))
 
 	err := f.TakeOver(ctx, ks, "other/claim", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "held by FluxClaim team/apps already")
 
 	require.NoError(t, f.Release(ctx, ks, "team/apps"))
-	after := f.get(t, Kustomizations, "apps")
+	after := f.get(t, v1.FluxKustomizations, "apps")
 	assert.Equal(t, "10m", interval(after))
 	assert.Equal(t, before.GetAnnotations(), after.GetAnnotations(), "no annotation of Reverser's is left")
-	gitRepo := f.get(t, GitRepositories, "repo")
+	gitRepo := f.get(t, v1.FluxGitRepositories, "repo")
 	assert.Equal(t, "1m", interval(gitRepo))
 	assert.Empty(t, gitRepo.GetAnnotations())
 	require.NoError(t, f.Release(ctx, ks, "team/apps"), "releasing twice is fine")
@@ -86,24 +87,24 @@ func TestTakeOverAndReleaseGiveTheScheduleBackAsItWas(t *testing.T) {
 // interval until both are released, then gets its own back.
 func TestASharedGitRepositoryIsReleasedByItsLastClaim(t *testing.T) {
 	ctx := context.Background()
-	repo := fluxObject(GitRepositories, "GitRepository", "repo", "5m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	repo := fluxObject(v1.FluxGitRepositories, "GitRepository", "repo", "5m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	f := newFlux(kustomization("a", "repo"), kustomization("b", "repo"), repo)
 	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "a"}, "team/a", nil))
 	require.NoError(t, f.TakeOver(ctx, Ref{"flux-system", "b"}, "team/b", nil))
-	assert.Equal(t, "team/a,team/b", f.get(t, GitRepositories, "repo").GetAnnotations()[ClaimedByAnnotation])
+	assert.Equal(t, "team/a,team/b", f.get(t, v1.FluxGitRepositories, "repo").GetAnnotations()[v1.ClaimedByAnnotation])
 
 	require.NoError(t, f.Release(ctx, Ref{"flux-system", "a"}, "team/a"))
-	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "repo")), "b still holds it")
+	assert.Equal(t, HeldInterval, interval(f.get(t, v1.FluxGitRepositories, "repo")), "b still holds it")
 	require.NoError(t, f.Release(ctx, Ref{"flux-system", "b"}, "team/b"))
-	assert.Equal(t, "5m", interval(f.get(t, GitRepositories, "repo")))
+	assert.Equal(t, "5m", interval(f.get(t, v1.FluxGitRepositories, "repo")))
 }
 
 func TestOnlyGitRepositoriesAreFollowed(t *testing.T) {
-	ks := fluxObject(Kustomizations, "Kustomization", "oci", "10m", map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "x"}})
+	ks := fluxObject(v1.FluxKustomizations, "Kustomization", "oci", "10m", map[string]any{"sourceRef": map[string]any{"kind": "OCIRepository", "name": "x"}})
 	f := newFlux(ks)
 	err := f.TakeOver(context.Background(), Ref{"flux-system", "oci"}, "team/oci", nil)
 	require.ErrorIs(t, err, ErrNotGitRepository)
-	assert.Equal(t, "10m", interval(f.get(t, Kustomizations, "oci")), "nothing changed")
+	assert.Equal(t, "10m", interval(f.get(t, v1.FluxKustomizations, "oci")), "nothing changed")
 }
 
 // setStatus plays Flux's controllers: obj handled token.
@@ -120,27 +121,27 @@ func (f *Flux) setStatus(t *testing.T, gvr schema.GroupVersionResource, name str
 // with the revision the Kustomization reports.
 func TestAConvergeFetchesThenApplies(t *testing.T) {
 	ctx := context.Background()
-	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	repo := fluxObject(v1.FluxGitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	f := newFlux(kustomization("apps", "repo"), repo)
 	ks := Ref{"flux-system", "apps"}
 	c, err := f.Request(ctx, ks, "2026-11-30T12:00:00Z")
 	require.NoError(t, err)
-	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, GitRepositories, "repo").GetAnnotations()[RequestedAtAnnotation])
-	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "not before the fetch")
+	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, v1.FluxGitRepositories, "repo").GetAnnotations()[RequestedAtAnnotation])
+	assert.Empty(t, f.get(t, v1.FluxKustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "not before the fetch")
 
 	p, err := f.Follow(ctx, ks, c, nil)
 	require.NoError(t, err)
 	assert.False(t, p.Done)
 	assert.False(t, c.Applying, "the fetch is not handled yet")
 
-	f.setStatus(t, GitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
+	f.setStatus(t, v1.FluxGitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
 	p, err = f.Follow(ctx, ks, c, nil)
 	require.NoError(t, err)
 	assert.False(t, p.Done)
 	assert.True(t, c.Applying)
-	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation])
+	assert.Equal(t, "2026-11-30T12:00:00Z", f.get(t, v1.FluxKustomizations, "apps").GetAnnotations()[RequestedAtAnnotation])
 
-	f.setStatus(t, Kustomizations, "apps", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z",
+	f.setStatus(t, v1.FluxKustomizations, "apps", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z",
 		"lastAppliedRevision": "main@sha1:0123", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
 	p, err = f.Follow(ctx, ks, c, nil)
 	require.NoError(t, err)
@@ -152,16 +153,16 @@ func TestAConvergeFetchesThenApplies(t *testing.T) {
 // asked, so nothing reaches the cluster.
 func TestAConvergeMayYieldBeforeItApplies(t *testing.T) {
 	ctx := context.Background()
-	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	repo := fluxObject(v1.FluxGitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	f := newFlux(kustomization("apps", "repo"), repo)
 	k := &Kustomization{Flux: f, Ref: Ref{"flux-system", "apps"}}
 	op, err := k.Send(ctx, "2026-11-30T12:00:00Z")
 	require.NoError(t, err)
-	f.setStatus(t, GitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
+	f.setStatus(t, v1.FluxGitRepositories, "repo", map[string]any{"lastHandledReconcileAt": "2026-11-30T12:00:00Z"})
 	p, err := op.Follow(ctx, func() bool { return false })
 	require.NoError(t, err)
 	assert.True(t, p.Done && p.Abandoned)
-	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "the Kustomization was never asked")
+	assert.Empty(t, f.get(t, v1.FluxKustomizations, "apps").GetAnnotations()[RequestedAtAnnotation], "the Kustomization was never asked")
 }
 
 func TestCommitOf(t *testing.T) {
@@ -175,7 +176,7 @@ func TestCommitOf(t *testing.T) {
 // hands nobody Flux.
 func TestHeldByReadsTheAnnotationOnlyTakeOverWrites(t *testing.T) {
 	ctx := context.Background()
-	repo := fluxObject(GitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	repo := fluxObject(v1.FluxGitRepositories, "GitRepository", "repo", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	f := newFlux(kustomization("apps", "repo"), repo)
 	ks := Ref{"flux-system", "apps"}
 	held, ns, err := f.HeldBy(ctx, ks, "team/apps")
@@ -183,9 +184,9 @@ func TestHeldByReadsTheAnnotationOnlyTakeOverWrites(t *testing.T) {
 	assert.False(t, held, "not taken over")
 	assert.Empty(t, ns, "no spec.targetNamespace")
 	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
-	obj := f.get(t, Kustomizations, "apps")
+	obj := f.get(t, v1.FluxKustomizations, "apps")
 	require.NoError(t, unstructured.SetNestedField(obj.Object, "shop", "spec", "targetNamespace"))
-	_, err = f.Client.Resource(Kustomizations).Namespace("flux-system").Update(ctx, obj, metav1.UpdateOptions{})
+	_, err = f.Client.Resource(v1.FluxKustomizations).Namespace("flux-system").Update(ctx, obj, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	held, ns, err = f.HeldBy(ctx, ks, "team/apps")
 	require.NoError(t, err)
@@ -203,7 +204,7 @@ func TestHeldByReadsTheAnnotationOnlyTakeOverWrites(t *testing.T) {
 // when may refuses it, nothing at all is written.
 func TestASourceTheAuthorMayNotPatchIsNeverHeld(t *testing.T) {
 	ctx := context.Background()
-	repo := fluxObject(GitRepositories, "GitRepository", "platform", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
+	repo := fluxObject(v1.FluxGitRepositories, "GitRepository", "platform", "1m", map[string]any{"url": "http://127.0.0.1/r.git"})
 	ks := kustomization("apps", "platform")
 	f := newFlux(ks, repo)
 	refused := errors.New("bob may not patch it")
@@ -214,10 +215,10 @@ func TestASourceTheAuthorMayNotPatchIsNeverHeld(t *testing.T) {
 	})
 	require.ErrorIs(t, err, refused)
 	assert.Equal(t, []string{"gitrepositories.source.toolkit.fluxcd.io flux-system/platform"}, asked)
-	assert.Equal(t, "10m", interval(f.get(t, Kustomizations, "apps")), "the Kustomization is not held either")
-	assert.Empty(t, f.get(t, Kustomizations, "apps").GetAnnotations())
-	assert.Equal(t, "1m", interval(f.get(t, GitRepositories, "platform")))
-	assert.Empty(t, f.get(t, GitRepositories, "platform").GetAnnotations())
+	assert.Equal(t, "10m", interval(f.get(t, v1.FluxKustomizations, "apps")), "the Kustomization is not held either")
+	assert.Empty(t, f.get(t, v1.FluxKustomizations, "apps").GetAnnotations())
+	assert.Equal(t, "1m", interval(f.get(t, v1.FluxGitRepositories, "platform")))
+	assert.Empty(t, f.get(t, v1.FluxGitRepositories, "platform").GetAnnotations())
 }
 
 // TestWhatWasHeldIsGivenBackWhateverTheSourceRefSaysNow (#27, finding 1):
@@ -225,30 +226,30 @@ func TestASourceTheAuthorMayNotPatchIsNeverHeld(t *testing.T) {
 // next hold and the release give the first source back, as it was.
 func TestWhatWasHeldIsGivenBackWhateverTheSourceRefSaysNow(t *testing.T) {
 	ctx := context.Background()
-	platform := fluxObject(GitRepositories, "GitRepository", "platform", "1m", map[string]any{"url": "http://127.0.0.1/p.git"})
-	mine := fluxObject(GitRepositories, "GitRepository", "mine", "2m", map[string]any{"url": "http://127.0.0.1/m.git"})
+	platform := fluxObject(v1.FluxGitRepositories, "GitRepository", "platform", "1m", map[string]any{"url": "http://127.0.0.1/p.git"})
+	mine := fluxObject(v1.FluxGitRepositories, "GitRepository", "mine", "2m", map[string]any{"url": "http://127.0.0.1/m.git"})
 	f := newFlux(kustomization("apps", "platform"), platform, mine)
 	ks := Ref{"flux-system", "apps"}
 	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
-	require.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "platform")))
+	require.Equal(t, HeldInterval, interval(f.get(t, v1.FluxGitRepositories, "platform")))
 
-	moved := f.get(t, Kustomizations, "apps")
+	moved := f.get(t, v1.FluxKustomizations, "apps")
 	require.NoError(t, unstructured.SetNestedField(moved.Object, "mine", "spec", "sourceRef", "name"))
-	_, err := f.Client.Resource(Kustomizations).Namespace("flux-system").Update(ctx, moved, metav1.UpdateOptions{})
+	_, err := f.Client.Resource(v1.FluxKustomizations).Namespace("flux-system").Update(ctx, moved, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, f.Release(ctx, ks, "team/apps"))
-	assert.Equal(t, "1m", interval(f.get(t, GitRepositories, "platform")), "the source held, given back")
-	assert.Empty(t, f.get(t, GitRepositories, "platform").GetAnnotations())
-	assert.Equal(t, "2m", interval(f.get(t, GitRepositories, "mine")), "never held")
+	assert.Equal(t, "1m", interval(f.get(t, v1.FluxGitRepositories, "platform")), "the source held, given back")
+	assert.Empty(t, f.get(t, v1.FluxGitRepositories, "platform").GetAnnotations())
+	assert.Equal(t, "2m", interval(f.get(t, v1.FluxGitRepositories, "mine")), "never held")
 
 	// Held again, then moved: the next hold gives the old source back.
 	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
-	require.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "mine")))
-	moved = f.get(t, Kustomizations, "apps")
+	require.Equal(t, HeldInterval, interval(f.get(t, v1.FluxGitRepositories, "mine")))
+	moved = f.get(t, v1.FluxKustomizations, "apps")
 	require.NoError(t, unstructured.SetNestedField(moved.Object, "platform", "spec", "sourceRef", "name"))
-	_, err = f.Client.Resource(Kustomizations).Namespace("flux-system").Update(ctx, moved, metav1.UpdateOptions{})
+	_, err = f.Client.Resource(v1.FluxKustomizations).Namespace("flux-system").Update(ctx, moved, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, f.TakeOver(ctx, ks, "team/apps", nil))
-	assert.Equal(t, "2m", interval(f.get(t, GitRepositories, "mine")))
-	assert.Equal(t, HeldInterval, interval(f.get(t, GitRepositories, "platform")))
+	assert.Equal(t, "2m", interval(f.get(t, v1.FluxGitRepositories, "mine")))
+	assert.Equal(t, HeldInterval, interval(f.get(t, v1.FluxGitRepositories, "platform")))
 }

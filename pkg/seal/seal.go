@@ -36,13 +36,8 @@ import (
 	sopskeys "github.com/getsops/sops/v3/keys"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 
-	"reverser.dev/reverser/pkg/watch"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
-
-// DigestAnnotation holds the keyed digest of a sealed document's plaintext.
-// It is stripped from live Secrets before they are compared or sealed, so
-// an applier that puts it on the cluster changes nothing.
-const DigestAnnotation = watch.SOPSDigestAnnotation
 
 // EncryptedRegex is what SOPS encrypts of a document: the fields named
 // keys, everything below them included; for a Secret (data, stringData)
@@ -147,7 +142,7 @@ func (s *Sealer) Seal(plain []byte, keys []string, priors ...[]byte) ([]byte, er
 	if tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339)); err != nil {
 		return nil, fmt.Errorf("encrypting the MAC: %w", err)
 	}
-	if err := annotate(tree.Branches[0], DigestAnnotation, s.sealed(digest, tree)); err != nil {
+	if err := annotate(tree.Branches[0], v1.SOPSDigestAnnotation, s.sealed(digest, tree)); err != nil {
 		return nil, err
 	}
 	out, err := store.EmitEncryptedFile(tree)
@@ -214,7 +209,7 @@ func (s *Sealer) holds(doc []byte, digest string) bool {
 	if err != nil || len(tree.Branches) != 1 || len(tree.Metadata.KeyGroups) != 1 || !tree.Metadata.MACOnlyEncrypted {
 		return false
 	}
-	got, _ := annotation(tree.Branches[0], DigestAnnotation)
+	got, _ := annotation(tree.Branches[0], v1.SOPSDigestAnnotation)
 	if !hmac.Equal([]byte(got), []byte(s.sealed(digest, tree))) {
 		return false
 	}

@@ -12,6 +12,7 @@ import (
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -83,7 +84,7 @@ func TestSealEncryptsValuesAndKeepsMetadataInClear(t *testing.T) {
 	out := object(t, decrypted(t, doc, id))
 	want := object(t, []byte(plain))
 	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
-	assert.True(t, strings.HasPrefix(ann[DigestAnnotation].(string), digestVersion))
+	assert.True(t, strings.HasPrefix(ann[v1.SOPSDigestAnnotation].(string), digestVersion))
 	delete(out["metadata"].(map[string]any), "annotations")
 	assert.Equal(t, want, out)
 }
@@ -211,14 +212,14 @@ func TestACopiedDigestDoesNotKeepADocumentOfOtherValues(t *testing.T) {
 	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
 	ours, err := s.Seal([]byte(plain), secret)
 	require.NoError(t, err)
-	digest, ok := annotation(loadTree(t, ours).Branches[0], DigestAnnotation)
+	digest, ok := annotation(loadTree(t, ours).Branches[0], v1.SOPSDigestAnnotation)
 	require.True(t, ok)
 
 	other := strings.Replace(plain, "password: aHVudGVyMg==", "password: b3RoZXI=", 1)
 	require.NotEqual(t, plain, other)
 	theirs, err := sealer(t, "another key of 32 bytes, mallory", "demo/mirror", r).Seal([]byte(other), secret)
 	require.NoError(t, err)
-	theirDigest, _ := annotation(loadTree(t, theirs).Branches[0], DigestAnnotation)
+	theirDigest, _ := annotation(loadTree(t, theirs).Branches[0], v1.SOPSDigestAnnotation)
 	forged := []byte(strings.Replace(string(theirs), theirDigest, digest, 1))
 	require.Contains(t, string(forged), digest)
 

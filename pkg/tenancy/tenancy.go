@@ -217,3 +217,22 @@ func Missing(ctx context.Context, authz authorizer.Authorizer, u user.Info, need
 	}
 	return missing, nil
 }
+
+// GitProviderSecrets names the Secrets of its own namespace a GitProvider
+// has the controller read, which its writer must be allowed to get (our
+// API server at create, the controller every resync). A signing key named in another namespace is
+// refused by the controller, and never read.
+func GitProviderSecrets(gp *v1.GitProvider) []string {
+	var names []string
+	if gp.Spec.SecretRef != nil {
+		names = append(names, gp.Spec.SecretRef.Name)
+	}
+	if s := gp.Spec.Signing; s != nil {
+		for _, ref := range []*v1.SecretKeyReference{s.SSHKeySecretRef, s.OpenPGPKeySecretRef} {
+			if ref != nil && (ref.Namespace == "" || ref.Namespace == gp.Namespace) {
+				names = append(names, ref.Name)
+			}
+		}
+	}
+	return names
+}

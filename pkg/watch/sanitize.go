@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
 
 // runtimeMetadata are metadata fields the cluster sets; they change without
@@ -31,10 +32,6 @@ var runtimeMetadata = []string{
 	"managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "deletionTimestamp",
 	"deletionGracePeriodSeconds", "selfLink", "ownerReferences", "finalizers", "generateName",
 }
-
-// SOPSDigestAnnotation holds the keyed digest of a sealed Secret's
-// plaintext (package seal).
-const SOPSDigestAnnotation = "reverser.dev/sops-digest"
 
 // lastApplied is kubectl's copy of what it applied: the whole object again.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
@@ -46,7 +43,7 @@ var (
 		lastApplied:                         true,
 		"deployment.kubernetes.io/revision": true,
 		// An applier puts a sealed Secret's digest on the cluster.
-		SOPSDigestAnnotation: true,
+		v1.SOPSDigestAnnotation: true,
 	}
 	applierPrefixes = []string{"kustomize.toolkit.fluxcd.io/", "helm.toolkit.fluxcd.io/", "argocd.argoproj.io/"}
 )

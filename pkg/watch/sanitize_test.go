@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -119,7 +120,7 @@ func TestSkip(t *testing.T) {
 // The digest an applier puts on a sealed Secret is not part of it.
 func TestSanitizeDropsTheSealedDigest(t *testing.T) {
 	doc, err := Sanitize(SecretsResource, parse(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, annotations: {"+
-		SOPSDigestAnnotation+": 'hmac-sha256:00'}}\ndata: {k: dg==}\n"))
+		v1.SOPSDigestAnnotation+": 'hmac-sha256:00'}}\ndata: {k: dg==}\n"))
 	require.NoError(t, err)
 	assert.Equal(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  k: dg==\n", string(doc))
 }

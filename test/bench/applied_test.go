@@ -60,7 +60,7 @@ func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 			func(context.Context) (bool, error) { return cond() }), what)
 	}
 	applied := func(name string) string {
-		ks, err := flux.Client.Resource(applier.Kustomizations).Namespace(controlplane.FluxNamespace).Get(ctx, name, metav1.GetOptions{})
+		ks, err := flux.Client.Resource(v1.FluxKustomizations).Namespace(controlplane.FluxNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return ""
 		}

@@ -79,7 +79,7 @@ func startContractArgoCD(t *testing.T, bare, app string, interval time.Duration)
 }
 
 func (a *contractArgoCD) run(ctx context.Context) {
-	apps := a.client.Resource(applier.Applications).Namespace(argoNamespace)
+	apps := a.client.Resource(v1.ArgoCDApplications).Namespace(argoNamespace)
 	var lastAuto time.Time
 	tick := time.NewTicker(200 * time.Millisecond) // the test applier's own reconcile period
 	defer tick.Stop()

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
-	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/pkg/worker"
 	"reverser.dev/reverser/test/controlplane"
 )
@@ -178,7 +177,7 @@ func TestFinishedRequestsAreDeleted(t *testing.T) {
 	f.createRequest(alice, "short-lived", "  gitTargetRef: {name: site}\n  message: Gone soon\n")
 	f.waitOutcome("short-lived")
 	eventually(t, 30*time.Second, "stamped", func() (bool, error) {
-		_, ok := f.commitRequest("short-lived").Annotations[commitrequest.DeleteAfterAnnotation]
+		_, ok := f.commitRequest("short-lived").Annotations[v1.DeleteAfterAnnotation]
 		return ok, nil
 	})
 	eventually(t, 90*time.Second, "deleted after the TTL", func() (bool, error) {

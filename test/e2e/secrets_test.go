@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
-	"reverser.dev/reverser/pkg/seal"
 	"reverser.dev/reverser/test/controlplane"
 )
 
@@ -422,10 +421,10 @@ func TestACopiedDigestKeepsNoForgedSecret(t *testing.T) {
 		} `json:"metadata"`
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(f.file(f.secretPath("first"))), &written))
-	digest := written.Metadata.Annotations[seal.DigestAnnotation]
+	digest := written.Metadata.Annotations[v1.SOPSDigestAnnotation]
 	require.NotEmpty(t, digest)
 	plain := strings.Replace(secretYAML(f.ns, "first", secretData(hers)), "metadata: {",
-		fmt.Sprintf("metadata: {annotations: {%s: %q}, ", seal.DigestAnnotation, digest), 1)
+		fmt.Sprintf("metadata: {annotations: {%s: %q}, ", v1.SOPSDigestAnnotation, digest), 1)
 	in := filepath.Join(t.TempDir(), "first.yaml")
 	require.NoError(t, os.WriteFile(in, []byte(plain), 0o600))
 	cmd := exec.Command(filepath.Join(repoRoot, sopsPath), "encrypt", "--age", f.id.Recipient().String(),
@@ -436,7 +435,7 @@ func TestACopiedDigestKeepsNoForgedSecret(t *testing.T) {
 	require.NoError(t, err, "sops encrypt: %s", stderr.String())
 	data, obj := decoded(t, f.decrypt(string(forged)))
 	require.Equal(t, secretData(hers), data, "the forged document decrypts, to mallory's values")
-	require.Equal(t, digest, obj["metadata"].(map[string]any)["annotations"].(map[string]any)[seal.DigestAnnotation])
+	require.Equal(t, digest, obj["metadata"].(map[string]any)["annotations"].(map[string]any)[v1.SOPSDigestAnnotation])
 	pushByHand(t, f.url, f.secretPath("first"), "Rotate first, by hand", func(string) string { return string(forged) })
 
 	require.NoError(t, controlplane.Restart(env, "reverser-controller"))

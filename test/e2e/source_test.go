@@ -350,7 +350,7 @@ func TestASourceClusterRecovers(t *testing.T) {
 	s.served(t, commitrequest.ReasonWatching, 45*time.Second)
 	saveWorks("after-rotation")
 	for _, cr := range s.sourceRequests(t) {
-		assert.Empty(t, cr.Annotations[commitrequest.DeleteAfterAnnotation], "Reconcile keeps finished requests")
+		assert.Empty(t, cr.Annotations[v1.DeleteAfterAnnotation], "Reconcile keeps finished requests")
 	}
 	noPlaintext(t, s.mirrorFixture, s.credentials(t)...)
 }

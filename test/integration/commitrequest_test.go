@@ -224,7 +224,7 @@ func TestFinishedRequestsAreDeletedAfterTheirTTL(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		stamp = cr.Annotations[commitrequest.DeleteAfterAnnotation]
+		stamp = cr.Annotations[v1.DeleteAfterAnnotation]
 		return stamp != ""
 	})
 	at, err := time.Parse(time.RFC3339, stamp)
@@ -293,14 +293,14 @@ func TestAppliedIsReportedAndRetentionWaitsForIt(t *testing.T) {
 	})
 	_, got := applied()
 	assert.Equal(t, v1.ReasonCommitted, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady).Reason)
-	assert.Empty(t, got.Annotations[commitrequest.DeleteAfterAnnotation], "not retained while its apply is unsettled")
+	assert.Empty(t, got.Annotations[v1.DeleteAfterAnnotation], "not retained while its apply is unsettled")
 
 	req.Applied(worker.ApplyResult{Reason: v1.ReasonApplied, Revision: "main@sha1:0123456789abcdef0123456789abcdef01234567", Settled: true,
 		Message: "the applier applied 0123456, which holds the commit"})
 	h.poll(t, "Applied=True, then stamped for deletion", func() bool {
 		c, cr := applied()
 		return c != nil && c.Status == metav1.ConditionTrue && cr.Status.AppliedRevision == "main@sha1:0123456789abcdef0123456789abcdef01234567" &&
-			cr.Annotations[commitrequest.DeleteAfterAnnotation] != ""
+			cr.Annotations[v1.DeleteAfterAnnotation] != ""
 	})
 	c, got := applied()
 	assert.Equal(t, "The applier applied 0123456, which holds the commit.", c.Message)

@@ -188,7 +188,7 @@ func TestASourceRequestIsAuthoredByItsAuditFact(t *testing.T) {
 	h.clock.Step(2 * time.Minute) // past the TTL
 	require.Never(t, func() bool {
 		cr, err := h.source.ReverserV1alpha1().CommitRequests(ns).Get(ctxT(t), "carols", metav1.GetOptions{})
-		return err != nil || cr.Annotations[commitrequest.DeleteAfterAnnotation] != ""
+		return err != nil || cr.Annotations[v1.DeleteAfterAnnotation] != ""
 	}, 500*time.Millisecond, 50*time.Millisecond, "Reconcile neither stamps nor deletes finished requests")
 }
 
@@ -203,7 +203,7 @@ func TestReconcileAndDeleteFinishedDeletesAfterTheTTL(t *testing.T) {
 	h.sourceRequest(t, "short-lived")
 	h.poll(t, "stamped for deletion", func() bool {
 		cr, err := h.source.ReverserV1alpha1().CommitRequests(ns).Get(ctxT(t), "short-lived", metav1.GetOptions{})
-		return err == nil && cr.Annotations[commitrequest.DeleteAfterAnnotation] != ""
+		return err == nil && cr.Annotations[v1.DeleteAfterAnnotation] != ""
 	})
 	h.clock.Step(10*time.Minute + time.Second)
 	h.poll(t, "deleted", func() bool {

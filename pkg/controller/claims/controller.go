@@ -39,7 +39,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"reverser.dev/reverser/pkg/admission"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/controller/loop"
@@ -177,11 +176,11 @@ func New(cfg Config) *Controller {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "applierclaims"})}
 	fluxClaims, argoClaims := r.FluxClaims().Lister(), r.ArgoCDClaims().Lister()
 	c.kinds = map[v1.ApplierKind]*claimKind{
-		v1.ApplierKindFluxClaim: {kind: v1.ApplierKindFluxClaim, group: admission.FluxKustomizationGroup,
-			resource: admission.FluxKustomizationResource, what: "Kustomization", schedule: "Flux keeps its own schedule",
+		v1.ApplierKindFluxClaim: {kind: v1.ApplierKindFluxClaim, group: v1.FluxKustomizations.Group,
+			resource: v1.FluxKustomizations.Resource, what: "Kustomization", schedule: "Flux keeps its own schedule",
 			holder: &applier.Flux{Client: cfg.Dynamic}},
-		v1.ApplierKindArgoCDClaim: {kind: v1.ApplierKindArgoCDClaim, group: admission.ArgoCDApplicationGroup,
-			resource: admission.ArgoCDApplicationResource, what: "Application", schedule: "Argo CD keeps its own automated sync",
+		v1.ApplierKindArgoCDClaim: {kind: v1.ApplierKindArgoCDClaim, group: v1.ArgoCDApplications.Group,
+			resource: v1.ArgoCDApplications.Resource, what: "Application", schedule: "Argo CD keeps its own automated sync",
 			holder: &applier.ArgoCD{Client: cfg.Dynamic}},
 	}
 	c.kinds[v1.ApplierKindFluxClaim].get = func(ns, name string) (*claim, error) {

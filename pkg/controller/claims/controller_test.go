@@ -95,7 +95,7 @@ func TestASourceIsHeldOnlyWhereTheAuthorMayPatchIt(t *testing.T) {
 	})}}
 	cl := &claim{kind: &claimKind{what: "Kustomization"}, status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "bob"}}}
 	may := c.mayHold(cl)
-	repos := applier.GitRepositories.GroupResource()
+	repos := v1.FluxGitRepositories.GroupResource()
 	assert.NoError(t, may(context.Background(), repos, applier.Ref{Namespace: "team", Name: "mine"}))
 	err := may(context.Background(), repos, applier.Ref{Namespace: "flux-system", Name: "platform"})
 	var refused *notAuthorized

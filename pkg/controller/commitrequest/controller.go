@@ -39,8 +39,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"reverser.dev/reverser/pkg/admission"
-	"reverser.dev/reverser/pkg/apis/reverser"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/loop"
@@ -52,9 +50,6 @@ import (
 	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/worker"
 )
-
-// DeleteAfterAnnotation says when a finished CommitRequest is deleted.
-const DeleteAfterAnnotation = "reverser.dev/delete-after"
 
 // Saver is the branch worker side of a save.
 type Saver interface {
@@ -106,7 +101,7 @@ type Config struct {
 	// fact still on its way).
 	Author func(cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (r Requester, retry time.Duration)
 	// Admit decides whether a GitTarget's grants admit a request.
-	Admit func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (admission.GrantDecision, error)
+	Admit func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (tenancy.GrantDecision, error)
 	// Foreign, when set, is the refusal (NotAllowed) of a request for a
 	// GitTarget another front end owns. Nil leaves such a request alone: a
 	// non-owner writes nothing but GitTargetNotFound.
@@ -164,8 +159,8 @@ func ControlCluster(cfg Config, reverser versioned.Interface, factory informers.
 		return Requester{User: cr.Status.Author,
 			Unresolved: "status.author is empty: the request was not created through the reverser.dev API server"}, 0
 	}
-	cfg.Admit = func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, _ *v1.KubeProvider) (admission.GrantDecision, error) {
-		return admission.AdmitsConsumer(ctx, toInternalGrants(gt.Spec.AllowedCommitRequests), gt.Namespace, cr.Namespace, cfg.namespaceLabels)
+	cfg.Admit = func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, _ *v1.KubeProvider) (tenancy.GrantDecision, error) {
+		return tenancy.AdmitsConsumer(ctx, gt.Spec.AllowedCommitRequests, gt.Namespace, cr.Namespace, cfg.namespaceLabels)
 	}
 	cfg.Foreign = func(kp *v1.KubeProvider, target string) string {
 		if kp.Spec.CommitRequests == v1.CommitRequestsIgnore {
@@ -389,7 +384,7 @@ func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget
 	now := c.cfg.Clock.Now()
 	u := tenancy.Subject(a, now, c.cfg.RecordedGroupsMaxAge)
 	decision, _, err := c.cfg.Authorizer.Authorize(ctx, authorizer.AttributesRecord{
-		User: u, Verb: admission.VerbSave, APIGroup: v1.GroupName, APIVersion: "*", Resource: "gittargets",
+		User: u, Verb: v1.VerbSave, APIGroup: v1.GroupName, APIVersion: "*", Resource: "gittargets",
 		Namespace: gt.Namespace, Name: gt.Name, ResourceRequest: true,
 	})
 	switch {
@@ -399,7 +394,7 @@ func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget
 		return "", fmt.Errorf("checking whether %q may save GitTarget %s/%s: %w", a.Username, gt.Namespace, gt.Name, err)
 	}
 	return fmt.Sprintf("user %q may no longer save GitTarget %s/%s: it needs verb %q on resource \"gittargets\" in API group %q",
-		a.Username, gt.Namespace, gt.Name, admission.VerbSave, v1.GroupName) + tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge), nil
+		a.Username, gt.Namespace, gt.Name, v1.VerbSave, v1.GroupName) + tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge), nil
 }
 
 // save hands the claimed request to its worker once, and writes the outcome
@@ -648,10 +643,10 @@ func (c *Controller) retain(ctx context.Context, cr *v1.CommitRequest) (time.Dur
 	if c.cfg.KeepFinished {
 		return 0, nil
 	}
-	at, ok := cr.Annotations[DeleteAfterAnnotation]
+	at, ok := cr.Annotations[v1.DeleteAfterAnnotation]
 	if !ok {
 		when := c.cfg.Clock.Now().Add(c.cfg.TTL).UTC().Format(time.RFC3339)
-		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, cr.ResourceVersion, DeleteAfterAnnotation, when)
+		patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, cr.ResourceVersion, v1.DeleteAfterAnnotation, when)
 		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).Patch(ctx, cr.Name, types.MergePatchType, []byte(patch),
 			metav1.PatchOptions{})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -687,15 +682,4 @@ func snake(reason string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// toInternalGrants converts grants for the admission check, which works on
-// the internal types the API server uses.
-func toInternalGrants(grants []v1.CommitRequestGrant) []reverser.CommitRequestGrant {
-	out := make([]reverser.CommitRequestGrant, len(grants))
-	for i := range grants {
-		// Generated conversions of plain structs cannot fail.
-		_ = v1.Convert_v1alpha1_CommitRequestGrant_To_reverser_CommitRequestGrant(&grants[i], &out[i], nil)
-	}
-	return out
 }

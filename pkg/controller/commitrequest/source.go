@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"reverser.dev/reverser/pkg/admission"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
@@ -46,7 +45,7 @@ func SourceCluster(cfg Config, src Source) Config {
 	cfg.Authorizer = nil // the source cluster's users are not this cluster's
 	cfg.KeepFinished = src.Mode != v1.CommitRequestsReconcileAndDeleteFinished
 	cfg.NamedTargetsOnly, cfg.Untrusted = true, true
-	cfg.Admit = func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (admission.GrantDecision, error) {
+	cfg.Admit = func(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, kp *v1.KubeProvider) (tenancy.GrantDecision, error) {
 		return admitsSource(ctx, gt, kp, cr.Namespace, cfg.namespaceLabels)
 	}
 	if cfg.Clock == nil {
@@ -146,7 +145,7 @@ func sourceAuthor(cfg Config, src Source, started time.Time, cr *v1.CommitReques
 // it to the GitTarget's namespace, so a grant never reaches further than a
 // WatchRule of that namespace could.
 func admitsSource(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, requestNamespace string,
-	labelsOf tenancy.NamespaceLabels) (admission.GrantDecision, error) {
+	labelsOf tenancy.NamespaceLabels) (tenancy.GrantDecision, error) {
 	granted := false
 	for _, g := range gt.Spec.AllowedCommitRequests {
 		if slices.Contains(g.SourceNamespaces, requestNamespace) || slices.Contains(g.SourceNamespaces, "*") {
@@ -155,16 +154,16 @@ func admitsSource(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, re
 		}
 	}
 	if !granted {
-		return admission.GrantDecision{Reason: fmt.Sprintf("no grant in spec.allowedCommitRequests admits CommitRequests from namespace %q "+
+		return tenancy.GrantDecision{Reason: fmt.Sprintf("no grant in spec.allowedCommitRequests admits CommitRequests from namespace %q "+
 			"of KubeProvider %s's cluster; add {sourceNamespaces: [%s]}", requestNamespace, kp.Name, requestNamespace)}, nil
 	}
 	lent, err := tenancy.Lends(ctx, kp, gt.Namespace, requestNamespace, false, labelsOf)
 	if err != nil {
-		return admission.GrantDecision{}, err
+		return tenancy.GrantDecision{}, err
 	}
 	if !lent {
-		return admission.GrantDecision{Reason: fmt.Sprintf("KubeProvider %s does not lend source namespace %q to namespace %q, so no grant "+
+		return tenancy.GrantDecision{Reason: fmt.Sprintf("KubeProvider %s does not lend source namespace %q to namespace %q, so no grant "+
 			"of this GitTarget can admit it: ask the provider's owner for a spec.lend entry (or spec.lendSameNamespaces)", kp.Name, requestNamespace, gt.Namespace)}, nil
 	}
-	return admission.GrantDecision{Allowed: true}, nil
+	return tenancy.GrantDecision{Allowed: true}, nil
 }

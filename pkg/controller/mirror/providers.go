@@ -20,8 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"reverser.dev/reverser/pkg/admission"
-	"reverser.dev/reverser/pkg/apis/reverser"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/redact"
@@ -136,11 +134,7 @@ func (c *Controller) providerSecret(owner string, ref *v1.SecretKeyReference) ([
 // them with its own rights, so a right withdrawn from their author stops
 // their use within a resync. nil: allowed, or no Secret is named.
 func (c *Controller) secretsAuthorized(ctx context.Context, gp *v1.GitProvider) *problem {
-	var in reverser.GitProvider
-	if err := v1.Convert_v1alpha1_GitProvider_To_reverser_GitProvider(gp, &in, nil); err != nil {
-		return asProblem(err, "SecretCheckFailed")
-	}
-	names := admission.GitProviderSecrets(&in)
+	names := tenancy.GitProviderSecrets(gp)
 	if len(names) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package admission
+package tenancy
 
 import (
 	"context"
@@ -6,14 +6,9 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
-	"reverser.dev/reverser/pkg/apis/reverser"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
-
-// NamespaceLabels returns the labels of a control-cluster namespace. It is
-// needed only by grants with consumerNamespaces.from: Selector.
-type NamespaceLabels func(ctx context.Context, namespace string) (labels.Set, error)
 
 // GrantDecision says whether a GitTarget's grants admit a CommitRequest, and
 // if not, why, in words a user can act on.
@@ -22,11 +17,13 @@ type GrantDecision struct {
 	Reason  string
 }
 
-// AdmitsConsumer decides whether grants admit a CommitRequest made on the
+// AdmitsConsumer decides, for our API server at create and the controller
+// at the claim, whether grants admit a CommitRequest made on the
 // control cluster in requestNamespace for a GitTarget in targetNamespace.
 // sourceNamespaces grants never admit such a request: they are for requests
-// living on the mirrored cluster.
-func AdmitsConsumer(ctx context.Context, grants []reverser.CommitRequestGrant, targetNamespace, requestNamespace string,
+// living on the mirrored cluster. nsLabels is needed only by grants with
+// consumerNamespaces.from: Selector.
+func AdmitsConsumer(ctx context.Context, grants []v1.CommitRequestGrant, targetNamespace, requestNamespace string,
 	nsLabels NamespaceLabels) (GrantDecision, error) {
 	var selectorProblem string
 	for _, g := range grants {
@@ -35,17 +32,17 @@ func AdmitsConsumer(ctx context.Context, grants []reverser.CommitRequestGrant, t
 			continue
 		}
 		switch sel.From {
-		case reverser.NamespacesFromAll:
+		case v1.NamespacesFromAll:
 			return GrantDecision{Allowed: true}, nil
-		case reverser.NamespacesFromSame:
+		case v1.NamespacesFromSame:
 			if requestNamespace == targetNamespace {
 				return GrantDecision{Allowed: true}, nil
 			}
-		case reverser.NamespacesFromNames:
+		case v1.NamespacesFromNames:
 			if slices.Contains(sel.Names, requestNamespace) {
 				return GrantDecision{Allowed: true}, nil
 			}
-		case reverser.NamespacesFromSelector:
+		case v1.NamespacesFromSelector:
 			if nsLabels == nil {
 				selectorProblem = "; a from: Selector grant cannot be checked without a kube-apiserver to read namespace labels from"
 				continue

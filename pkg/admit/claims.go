@@ -1,4 +1,4 @@
-package admission
+package admit
 
 import (
 	"context"
@@ -10,19 +10,12 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/tenancy"
 )
 
 // ClaimsPluginName is the name of the claims admission plugin.
 const ClaimsPluginName = "reverser.dev/Claims"
-
-// The applier objects claims name.
-const (
-	FluxKustomizationGroup    = "kustomize.toolkit.fluxcd.io"
-	FluxKustomizationResource = "kustomizations"
-	ArgoCDApplicationGroup    = "argoproj.io"
-	ArgoCDApplicationResource = "applications"
-)
 
 // RemoteProvider says whether the KubeProvider name reaches another cluster
 // (false when it does not exist yet: the stricter, local check applies).
@@ -74,13 +67,13 @@ func (c *Claims) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	case *reverser.FluxClaim:
 		provider = obj.Spec.KubeProviderRef.Name
 		ref := obj.Spec.KustomizationRef
-		needed = tenancy.ClaimAccess(FluxKustomizationGroup, FluxKustomizationResource, ref.Namespace, ref.Name)
+		needed = tenancy.ClaimAccess(v1.FluxKustomizations.Group, v1.FluxKustomizations.Resource, ref.Namespace, ref.Name)
 		old, _ := a.GetOldObject().(*reverser.FluxClaim)
 		changed = old == nil || !equalSpecs(obj.Spec, old.Spec)
 	case *reverser.ArgoCDClaim:
 		provider = obj.Spec.KubeProviderRef.Name
 		ref := obj.Spec.ApplicationRef
-		needed = tenancy.ClaimAccess(ArgoCDApplicationGroup, ArgoCDApplicationResource, ref.Namespace, ref.Name)
+		needed = tenancy.ClaimAccess(v1.ArgoCDApplications.Group, v1.ArgoCDApplications.Resource, ref.Namespace, ref.Name)
 		old, _ := a.GetOldObject().(*reverser.ArgoCDClaim)
 		changed = old == nil || !equalSpecs(obj.Spec, old.Spec)
 	default:

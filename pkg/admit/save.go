@@ -1,9 +1,4 @@
-// Package admission holds the checks our API server makes on every
-// CommitRequest create: the requester must be allowed verb "save" on the
-// GitTarget, and the GitTarget's grants must admit the request's namespace.
-// Refusing here, at create, spares users a request that is accepted and
-// failed later.
-package admission
+package admit
 
 import (
 	"context"
@@ -15,13 +10,12 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/tenancy"
 )
 
 // PluginName is the name of the save admission plugin.
 const PluginName = "reverser.dev/Save"
-
-// VerbSave is the authorization verb a requester needs on a GitTarget to save it.
-const VerbSave = "save"
 
 // GitTargetGetter reads a GitTarget consistently (from storage, not a cache),
 // so a grant created a moment ago is already in force. It returns a NotFound
@@ -34,14 +28,14 @@ type Save struct {
 	authz      authorizer.Authorizer
 	gitTargets GitTargetGetter
 	remote     RemoteProvider
-	nsLabels   NamespaceLabels
+	nsLabels   tenancy.NamespaceLabels
 }
 
 var _ admission.ValidationInterface = &Save{}
 
 // NewSave returns the plugin. nsLabels may be nil when no kube-apiserver is
 // reachable (standalone mode); Selector grants then admit nothing.
-func NewSave(authz authorizer.Authorizer, nsLabels NamespaceLabels) *Save {
+func NewSave(authz authorizer.Authorizer, nsLabels tenancy.NamespaceLabels) *Save {
 	return &Save{Handler: admission.NewHandler(admission.Create), authz: authz, nsLabels: nsLabels}
 }
 
@@ -79,7 +73,7 @@ func (s *Save) Validate(ctx context.Context, a admission.Attributes, _ admission
 	user := a.GetUserInfo()
 	decision, reason, err := s.authz.Authorize(ctx, authorizer.AttributesRecord{
 		User:            user,
-		Verb:            VerbSave,
+		Verb:            v1.VerbSave,
 		APIGroup:        reverser.GroupName,
 		APIVersion:      "*",
 		Resource:        "gittargets",
@@ -96,7 +90,7 @@ func (s *Save) Validate(ctx context.Context, a admission.Attributes, _ admission
 	if decision != authorizer.DecisionAllow {
 		msg := fmt.Sprintf("user %q may not save GitTarget %s/%s: it needs verb %q on resource \"gittargets\" in API group %q "+
 			"(namespace %q, name %q), e.g. through a RoleBinding to a role like reverser-saver",
-			user.GetName(), target.Namespace, target.Name, VerbSave, reverser.GroupName, target.Namespace, target.Name)
+			user.GetName(), target.Namespace, target.Name, v1.VerbSave, reverser.GroupName, target.Namespace, target.Name)
 		if reason != "" {
 			msg += ": " + reason
 		}
@@ -126,7 +120,12 @@ func (s *Save) Validate(ctx context.Context, a admission.Attributes, _ admission
 				target.Namespace, target.Name, gt.Spec.KubeProviderRef.Name, target.Namespace))
 		}
 	}
-	grant, err := AdmitsConsumer(ctx, gt.Spec.AllowedCommitRequests, target.Namespace, a.GetNamespace(), s.nsLabels)
+	grants := make([]v1.CommitRequestGrant, len(gt.Spec.AllowedCommitRequests))
+	for i := range grants {
+		// Generated conversions of plain structs cannot fail.
+		_ = v1.Convert_reverser_CommitRequestGrant_To_v1alpha1_CommitRequestGrant(&gt.Spec.AllowedCommitRequests[i], &grants[i], nil)
+	}
+	grant, err := tenancy.AdmitsConsumer(ctx, grants, target.Namespace, a.GetNamespace(), s.nsLabels)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("checking the grants of GitTarget %s/%s: %w", target.Namespace, target.Name, err))
 	}

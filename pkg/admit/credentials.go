@@ -1,4 +1,4 @@
-package admission
+package admit
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"reverser.dev/reverser/pkg/apis/reverser"
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/tenancy"
 )
 
@@ -52,7 +53,11 @@ func (c *Credentials) Validate(ctx context.Context, a admission.Attributes, _ ad
 	if old, ok := a.GetOldObject().(*reverser.GitProvider); ok && old != nil && apiequality.Semantic.DeepEqual(gp.Spec, old.Spec) {
 		return nil // status.authorizedBy stays with whoever wrote the spec
 	}
-	missing, err := tenancy.Missing(ctx, c.authz, a.GetUserInfo(), tenancy.SecretAccess(gp.Namespace, GitProviderSecrets(gp)...))
+	var versioned v1.GitProvider
+	if err := v1.Convert_reverser_GitProvider_To_v1alpha1_GitProvider(gp, &versioned, nil); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	missing, err := tenancy.Missing(ctx, c.authz, a.GetUserInfo(), tenancy.SecretAccess(gp.Namespace, tenancy.GitProviderSecrets(&versioned)...))
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
@@ -60,22 +65,4 @@ func (c *Credentials) Validate(ctx context.Context, a admission.Attributes, _ ad
 		return admission.NewForbidden(a, errors.New(tenancy.DeniedSecrets(a.GetUserInfo().GetName(), missing)))
 	}
 	return nil
-}
-
-// GitProviderSecrets names the Secrets of its own namespace a GitProvider
-// has the controller read. A signing key named in another namespace is
-// refused by the controller, and never read.
-func GitProviderSecrets(gp *reverser.GitProvider) []string {
-	var names []string
-	if gp.Spec.SecretRef != nil {
-		names = append(names, gp.Spec.SecretRef.Name)
-	}
-	if s := gp.Spec.Signing; s != nil {
-		for _, ref := range []*reverser.SecretKeyReference{s.SSHKeySecretRef, s.OpenPGPKeySecretRef} {
-			if ref != nil && (ref.Namespace == "" || ref.Namespace == gp.Namespace) {
-				names = append(names, ref.Name)
-			}
-		}
-	}
-	return names
 }
