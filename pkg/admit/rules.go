@@ -15,8 +15,8 @@ import (
 
 	"reverser.dev/reverser/pkg/apis/reverser"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/tenancy"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // RulesPluginName is the name of the rules admission plugin.
@@ -30,7 +30,7 @@ type RemoteSource func(ctx context.Context, namespace, name string) (bool, error
 
 // Served returns what this cluster serves, from discovery; an error makes the
 // check fall back to the rule's groups and resources as written.
-type Served func(ctx context.Context) (watch.Served, error)
+type Served func(ctx context.Context) (resolve.Served, error)
 
 // Rules is the admission plugin for WatchRule and ClusterWatchRule creates
 // and spec updates: whoever writes a rule must themselves be allowed to list
@@ -121,7 +121,7 @@ func (r *Rules) Validate(ctx context.Context, a admission.Attributes, _ admissio
 // access lists what a rule needs: list and watch of each resource it
 // resolves to; without discovery, the groups and resources as written.
 func (r *Rules) access(ctx context.Context, rules []reverser.ResourceRule, namespace string, namespaced bool) []tenancy.Access {
-	var served watch.Served
+	var served resolve.Served
 	var err error = errors.New("no discovery")
 	if r.served != nil {
 		served, err = r.served(ctx)
@@ -137,7 +137,7 @@ func (r *Rules) access(ctx context.Context, rules []reverser.ResourceRule, names
 		}
 		return tenancy.RuleAccess(gvrs, namespace)
 	}
-	return tenancy.RuleAccess(watch.Resolve(toVersioned(rules), served, namespaced).GVRs, namespace)
+	return tenancy.RuleAccess(resolve.Rules(toVersioned(rules), served, namespaced).GVRs, namespace)
 }
 
 func equalSpecs[T any](a, b T) bool { return apiequality.Semantic.DeepEqual(a, b) }
@@ -152,13 +152,13 @@ func toVersioned(rules []reverser.ResourceRule) []v1.ResourceRule {
 
 // CachedServed caches what discover returns for ttl, so a burst of rule
 // writes costs one discovery.
-func CachedServed(ttl time.Duration, discover func(context.Context) (watch.Served, error)) Served {
+func CachedServed(ttl time.Duration, discover func(context.Context) (resolve.Served, error)) Served {
 	var (
 		mu   sync.Mutex
-		last watch.Served
+		last resolve.Served
 		at   time.Time
 	)
-	return func(ctx context.Context) (watch.Served, error) {
+	return func(ctx context.Context) (resolve.Served, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !at.IsZero() && time.Since(at) < ttl {
@@ -166,7 +166,7 @@ func CachedServed(ttl time.Duration, discover func(context.Context) (watch.Serve
 		}
 		s, err := discover(ctx)
 		if err != nil {
-			return watch.Served{}, err
+			return resolve.Served{}, err
 		}
 		last, at = s, time.Now()
 		return last, nil

@@ -34,9 +34,9 @@ import (
 	"reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/generated/openapi"
 	"reverser.dev/reverser/pkg/pki"
+	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/servingcert"
 	"reverser.dev/reverser/pkg/tenancy"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // EtcdPrefix is where our objects live in etcd.
@@ -209,12 +209,12 @@ func (o *Options) config() (*Config, error) {
 			}
 			return ns.Labels, nil
 		}
-		served = admit.CachedServed(30*time.Second, func(context.Context) (watch.Served, error) {
+		served = admit.CachedServed(30*time.Second, func(context.Context) (resolve.Served, error) {
 			groups, lists, err := kube.Discovery().ServerGroupsAndResources()
 			if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-				return watch.Served{}, err
+				return resolve.Served{}, err
 			}
-			return watch.NewServed(groups, lists), nil
+			return resolve.NewServed(groups, lists), nil
 		})
 	}
 	save := admit.NewSave(sc.Authorization.Authorizer, nsLabels)

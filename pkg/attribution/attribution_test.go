@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // t0 is when the tests' requests are received.
@@ -294,7 +294,7 @@ func TestIndexNotifies(t *testing.T) {
 func TestResolver(t *testing.T) {
 	committer := gitrepo.Signature{Name: "Reverser", Email: "r@example.org"}
 	seen := t0
-	write := watch.Change{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo", Name: "app",
+	write := document.Change{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo", Name: "app",
 		ResourceVersion: "20", UID: "u1", Content: []byte("x"), Seen: seen}
 	del := write
 	del.Content, del.ResourceVersion = nil, "25"
@@ -304,7 +304,7 @@ func TestResolver(t *testing.T) {
 	alice := gitrepo.Signature{Name: "alice", Email: "alice@example.org"}
 
 	type ask struct {
-		ch        watch.Change
+		ch        document.Change
 		at        time.Duration // after seen
 		want      gitrepo.Signature
 		wantReady bool

@@ -21,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 func newIngress(x *Index) *Ingress {
@@ -205,15 +205,15 @@ func TestIngressLimitsRequestsInFlight(t *testing.T) {
 func TestIngressFacts(t *testing.T) {
 	configmaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	write := func(gvr schema.GroupVersionResource, name, rv string) watch.Change {
-		return watch.Change{GVR: gvr, Namespace: "demo", Name: name, ResourceVersion: rv, UID: "u1", Content: []byte("x"), Seen: t0}
+	write := func(gvr schema.GroupVersionResource, name, rv string) document.Change {
+		return document.Change{GVR: gvr, Namespace: "demo", Name: name, ResourceVersion: rv, UID: "u1", Content: []byte("x"), Seen: t0}
 	}
-	deleted := func(name string, uid types.UID) watch.Change {
-		return watch.Change{GVR: configmaps, Namespace: "demo", Name: name, ResourceVersion: "99", UID: uid, Seen: t0}
+	deleted := func(name string, uid types.UID) document.Change {
+		return document.Change{GVR: configmaps, Namespace: "demo", Name: name, ResourceVersion: "99", UID: uid, Seen: t0}
 	}
 	type ask struct {
 		consumer string
-		ch       watch.Change
+		ch       document.Change
 		want     string // the author's name; "" when the change still waits
 	}
 	for _, tc := range []struct {

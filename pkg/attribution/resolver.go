@@ -3,9 +3,9 @@ package attribution
 import (
 	"time"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // Resolver decides the author of the changes a KubeProvider's streams see
@@ -35,7 +35,7 @@ func (r *Resolver) Unnamed() gitrepo.Signature {
 
 // key is the key of ch's fact: the object and its resourceVersion, or for a
 // delete its UID and DeleteMarker.
-func (r *Resolver) key(ch watch.Change) Key {
+func (r *Resolver) key(ch document.Change) Key {
 	k := Key{Provider: r.Provider, Group: ch.GVR.Group, Resource: ch.GVR.Resource, Namespace: ch.Namespace, Name: ch.Name,
 		ResourceVersion: ch.ResourceVersion}
 	if ch.Content == nil {
@@ -47,7 +47,7 @@ func (r *Resolver) key(ch watch.Change) Key {
 // Author returns the author of ch, or ready=false with when to ask again
 // while its fact may still arrive. A fact it returns is taken: asked again
 // for the same change, it finds none.
-func (r *Resolver) Author(ch watch.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time) {
+func (r *Resolver) Author(ch document.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time) {
 	if !r.Enabled || r.Index == nil {
 		metrics.Attributions.WithLabelValues("disabled").Inc()
 		return r.Committer, true, time.Time{}

@@ -10,10 +10,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"k8s.io/klog/v2"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // The applier side of a worker. A target whose GitTarget names a held claim
@@ -255,7 +255,7 @@ func (a *applyState) windowOpen(now time.Time) bool {
 // writtenByApplier says whether the change is the applier's write: its
 // audit author is one of the applier's identities, or no author is known
 // and the object's newest managedFields entry is the applier's.
-func (a *applyState) writtenByApplier(ch watch.Change, author gitrepo.Signature, anonymous bool) bool {
+func (a *applyState) writtenByApplier(ch document.Change, author gitrepo.Signature, anonymous bool) bool {
 	if slices.Contains(a.cfg.Writers, author) {
 		return true
 	}
@@ -266,7 +266,7 @@ func (a *applyState) writtenByApplier(ch watch.Change, author gitrepo.Signature,
 // means it is mirrored as any change. An echo of what Git holds updates
 // the cluster's state; one that differs keeps Git's document and asks a
 // Repair.
-func (w *Worker) echo(t *target, ch watch.Change, author gitrepo.Signature) bool {
+func (w *Worker) echo(t *target, ch document.Change, author gitrepo.Signature) bool {
 	a := t.apply
 	switch {
 	case a == nil:
@@ -354,7 +354,7 @@ func (w *Worker) gitDocument(t *target, p string) (plumbing.Hash, bool) {
 // inSources tells whether ch's object has its document in t's sources
 // rather than at its layout path: in a folder kustomize builds, or in
 // another file of the folder.
-func (w *Worker) inSources(t *target, ch watch.Change) bool {
+func (w *Worker) inSources(t *target, ch document.Change) bool {
 	id := idOfChange(ch)
 	if id == (kustomize.ID{}) {
 		return false

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/metrics"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // fakeApplier applies the remote branch as it is when a converge is sent,
@@ -131,7 +131,7 @@ func (r *reports) reasons() (started, finished []string) {
 
 var (
 	flux      = gitrepo.Signature{Name: "flux", Email: "flux@example.com"}
-	demoScope = watch.Scope{GVR: cmGVR, Namespace: "demo"}
+	demoScope = document.Scope{GVR: cmGVR, Namespace: "demo"}
 )
 
 // claimed starts a worker whose one target is claimed by a fake applier,
@@ -157,7 +157,7 @@ func applied(t *testing.T, catchUpAfter time.Duration, files map[string]string, 
 	tg := site
 	tg.Window = Window{Silence: 5 * time.Second, MaxAge: time.Minute}
 	tg.Authors = &authors{waiting: map[string]bool{}}
-	tg.Scopes = []watch.Scope{demoScope}
+	tg.Scopes = []document.Scope{demoScope}
 	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux}, Manager: "flux-manager",
 		Grace: 10 * time.Second, Poll: 30 * time.Second, Report: reps.add}
 	tg.Applied, tg.AppliedBy, tg.Kinds = true, "flux-manager", map[schema.GroupVersionResource]string{cmGVR: "ConfigMap"}
@@ -400,7 +400,7 @@ func TestWithoutAnAuditFactTheFieldManagerTellsTheApplier(t *testing.T) {
 	c.step(30 * time.Second) // ForeignCommit sent, held
 	unknown := "unknown (attribution unresolved)"
 	send := func(name, value, manager string) {
-		c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+		c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
 			Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: unknown, Manager: manager})
 		c.settle()
 	}
@@ -484,7 +484,7 @@ func TestAfterARestartTheApplierWritesInTheSnapshotDoNotOverwriteGit(t *testing.
 	c, tg, a, _ := claimedOn(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: edited\n",
 		"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"})
 	snapshot := func(name, value, manager string) {
-		c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+		c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
 			Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: "snapshot", Manager: manager, Snapshot: true})
 	}
 	snapshot("a", "a: old", "flux-manager") // Flux reverted the edit while the controller was down
@@ -585,7 +585,7 @@ func TestAFolderTheApplierHasNotAppliedIsAdoptedNotDeleted(t *testing.T) {
 	c, tg, a, _ := claimedOn(t, 0, map[string]string{"clusters/dev/demo/configmaps/a.yaml": "a: 1\n",
 		"clusters/dev/demo/configmaps/b.yaml": "b: 1\n"})
 	seed := c.git(c.bare, "rev-parse", "main")
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/c.yaml", Content: []byte("c: 1\n"),
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/c.yaml", Content: []byte("c: 1\n"),
 		Desc: "ConfigMap demo/c", Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true})
 	c.w.Synced(c.ctx, tg.Key, demoScope)
 	c.settle()
@@ -675,7 +675,7 @@ metadata: {name: web}
 `}, false)
 	tg.Namespace, tg.Claim = "demo", nil
 	c.w.SetTarget(c.ctx, tg)
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: demo}\n"),
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: demo}\n"),
 		Desc: "ConfigMap demo/a", GVR: cmGVR, Kind: "ConfigMap", Namespace: "demo", Name: "a", Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true})
 	c.w.Synced(c.ctx, tg.Key, demoScope)
 	c.settle()
@@ -694,7 +694,7 @@ func TestAKustomizedFolderIsJudgedByItsRender(t *testing.T) {
 	}, false)
 	tg.Namespace, tg.Claim = "demo", nil
 	c.w.SetTarget(c.ctx, tg)
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/dev-a.yaml", Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dev-a, namespace: demo}\n"),
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/dev-a.yaml", Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dev-a, namespace: demo}\n"),
 		Desc: "ConfigMap demo/dev-a", GVR: cmGVR, Kind: "ConfigMap", Namespace: "demo", Name: "dev-a", Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true})
 	c.w.Synced(c.ctx, tg.Key, demoScope)
 	c.settle()
@@ -705,7 +705,7 @@ func TestAKustomizedFolderIsJudgedByItsRender(t *testing.T) {
 // initial sends an object of the stream's initial state that manager wrote
 // last.
 func (c *clocked) initial(tg Target, name, manager, value string) {
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
 		Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: "snapshot", Snapshot: true, Manager: manager})
 }
 
@@ -759,7 +759,7 @@ func TestTheApplierCreatingWhatAFileHoldsIsAnEcho(t *testing.T) {
 	sent, applied := a.sent()
 	require.Equal(t, 1, sent, "the Startup converge")
 	require.Equal(t, 1, applied)
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml",
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/a.yaml",
 		Content: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: demo}\ndata: {k: v}\n"),
 		Desc:    "ConfigMap demo/a", GVR: cmGVR, Kind: "ConfigMap", Namespace: "demo", Name: "a", Seen: c.clock.Now(), ResourceVersion: "flux"})
 	c.settle() // within the apply window

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
-	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/testkeys"
 )
@@ -79,7 +79,7 @@ func (c *clocked) changeBy(tg Target, name, user, value string) {
 	if value != "" {
 		content = []byte(value + "\n")
 	}
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: content,
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: content,
 		Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), ResourceVersion: user})
 	c.settle() // handled at the current time, before the clock moves
 }
@@ -112,17 +112,17 @@ func TestSilenceClosesAWindow(t *testing.T) {
 // stream's replay after a restart, wait for the silence as before.
 func TestTheSnapshotCommitsOnceEveryScopeHasSynced(t *testing.T) {
 	url, bare := serveRepo(t)
-	other := watch.Scope{GVR: cmGVR, Namespace: "other"}
+	other := document.Scope{GVR: cmGVR, Namespace: "other"}
 	tg := site
 	tg.Window = Window{Silence: time.Hour, MaxAge: 2 * time.Hour}
-	tg.Scopes = []watch.Scope{demoScope, other}
+	tg.Scopes = []document.Scope{demoScope, other}
 	c := startClocked(t, url, tg)
 	c.bare = bare
 	snapshot := func(name string) {
-		c.w.Change(c.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(name + ": 1\n"),
+		c.w.Change(c.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(name + ": 1\n"),
 			Desc: "ConfigMap demo/" + name, Seen: c.clock.Now(), Snapshot: true})
 	}
-	synced := func(scope watch.Scope) {
+	synced := func(scope document.Scope) {
 		c.w.Synced(c.ctx, tg.Key, scope)
 		c.settle()
 	}
@@ -233,7 +233,7 @@ func TestControlNeverWaitsForABusyWorker(t *testing.T) {
 	gate := make(chan struct{})
 	c.w.do(c.ctx, func() { <-gate }) // busy, e.g. in a long push
 	for range cap(c.w.in) {
-		c.w.Change(c.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/q.yaml", Content: []byte("q\n"), Seen: c.clock.Now()})
+		c.w.Change(c.ctx, site.Key, document.Change{Path: "clusters/dev/demo/configmaps/q.yaml", Content: []byte("q\n"), Seen: c.clock.Now()})
 	}
 	require.Len(t, c.w.in, cap(c.w.in), "the queue is full")
 
@@ -275,7 +275,7 @@ func TestAForeignDeleteIsRepaired(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		c.change(site, n, n+": 1")
 	}
-	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+	c.w.Synced(c.ctx, site.Key, document.Scope{GVR: cmGVR, Namespace: "demo"})
 	c.step(site.Window.Silence)
 	require.Len(t, c.remoteFiles(), 3)
 
@@ -524,7 +524,7 @@ func TestCommittedDocumentsAreHeldAsHashes(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		c.change(site, n, n+": 1")
 	}
-	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+	c.w.Synced(c.ctx, site.Key, document.Scope{GVR: cmGVR, Namespace: "demo"})
 	assert.Equal(t, 3, c.heldBytes(site), "not committed yet")
 	c.step(site.Window.Silence)
 	require.Len(t, c.remoteFiles(), 3)

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // The save tests run on the fake clock: collect delays and deadlines pass
@@ -68,8 +68,8 @@ func saveFixture(t *testing.T) (*clocked, Target) {
 	return c, tg
 }
 
-func edit(name, user, value string) watch.Change {
-	return watch.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
+func edit(name, user, value string) document.Change {
+	return document.Change{Path: "clusters/dev/demo/configmaps/" + name + ".yaml", Content: []byte(value + "\n"),
 		Desc: "ConfigMap demo/" + name, Seen: time.Now(), ResourceVersion: user}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/document"
 )
 
 // fakeSealer "encrypts" as the real one does for the worker's purposes: a
@@ -42,7 +42,7 @@ func (c *clocked) secret(tg Target, name, value string) {
 // sendSecret sends a change of Secret ns/name, its document in clear, at
 // its layout path.
 func (c *clocked) sendSecret(tg Target, ns, name string, content []byte) {
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, secretGVR, ns, name), Content: content,
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: document.DocumentPath(tg.Path, secretGVR, ns, name), Content: content,
 		Encrypt: []string{"data", "stringData"}, Desc: "Secret " + ns + "/" + name, Seen: c.clock.Now(), GVR: secretGVR, Kind: "Secret",
 		Namespace: ns, Name: name})
 	c.settle()
@@ -99,8 +99,8 @@ func TestSecretsAreNeverWrittenUnsealed(t *testing.T) {
 	c.bare = bare
 	c.secret(site, "token", "password: hunter2")
 	c.change(site, "a", "a: 1")
-	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: secretGVR, Namespace: "demo"})
-	c.w.Synced(c.ctx, site.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+	c.w.Synced(c.ctx, site.Key, document.Scope{GVR: secretGVR, Namespace: "demo"})
+	c.w.Synced(c.ctx, site.Key, document.Scope{GVR: cmGVR, Namespace: "demo"})
 	c.step(site.Window.Silence)
 	assert.ElementsMatch(t, []string{"clusters/dev/demo/secrets/kept.yaml", "clusters/dev/demo/configmaps/a.yaml"}, c.remoteFiles())
 }
@@ -118,7 +118,7 @@ func TestASealedDocumentIsNeverWrittenIntoSources(t *testing.T) {
 	c := startClocked(t, url, tg)
 	c.bare = bare
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, "shop", "settings"),
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: document.DocumentPath(tg.Path, gvr, "shop", "settings"),
 		Content: []byte(configMap("settings", "hunter2")), Encrypt: []string{"color"}, Desc: "ConfigMap shop/settings", Seen: c.clock.Now(),
 		GVR: gvr, Kind: "ConfigMap", Namespace: "shop", Name: "settings"})
 	c.sendSecret(tg, "shop", "token", []byte(shopToken))

@@ -10,8 +10,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/kustomize/api/konfig"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/kustomize"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // Writing into the repository people have (features F1, F2, B4). A change
@@ -388,7 +388,7 @@ func (w *Worker) pruneBlobs() {
 }
 
 // idOfChange names a change's object from what the stream says of it.
-func idOfChange(ch watch.Change) kustomize.ID {
+func idOfChange(ch document.Change) kustomize.ID {
 	if ch.Kind == "" || ch.Name == "" {
 		return kustomize.ID{}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/document"
 )
 
 // The tests of this file give the worker a repository people already have
@@ -32,7 +32,7 @@ func (c *clocked) sendTo(tg Target, name, content string, snapshot bool) {
 		body = []byte(content)
 	}
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, "shop", name), Content: body,
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: document.DocumentPath(tg.Path, gvr, "shop", name), Content: body,
 		Desc: "ConfigMap shop/" + name, Seen: c.clock.Now(), GVR: gvr, Namespace: "shop", Name: name, Snapshot: snapshot})
 	c.settle()
 }
@@ -198,7 +198,7 @@ func (c *clocked) sendObject(tg Target, gvr schema.GroupVersionResource, kind, n
 	if content != "" {
 		body = []byte(content)
 	}
-	c.w.Change(c.ctx, tg.Key, watch.Change{Path: watch.DocumentPath(tg.Path, gvr, ns, name), Content: body,
+	c.w.Change(c.ctx, tg.Key, document.Change{Path: document.DocumentPath(tg.Path, gvr, ns, name), Content: body,
 		Desc: kind + " " + ns + "/" + name, Seen: c.clock.Now(), GVR: gvr, Kind: kind, Namespace: ns, Name: name, Snapshot: snapshot})
 	c.settle()
 }
@@ -301,8 +301,8 @@ func TestAFolderWithoutNamespacesIsMatchedInItsTargetNamespace(t *testing.T) {
 	commits := c.commitCount()
 	c.sendObject(tg, deployments, "Deployment", "shop", "web", web(1), true)
 	c.sendObject(tg, services, "Service", "shop", "web", webService, true)
-	c.w.Synced(c.ctx, tg.Key, watch.Scope{GVR: deployments, Namespace: "shop"})
-	c.w.Synced(c.ctx, tg.Key, watch.Scope{GVR: services, Namespace: "shop"})
+	c.w.Synced(c.ctx, tg.Key, document.Scope{GVR: deployments, Namespace: "shop"})
+	c.w.Synced(c.ctx, tg.Key, document.Scope{GVR: services, Namespace: "shop"})
 	c.step(tg.Window.Silence)
 	assert.Equal(t, commits, c.commitCount(), "a repository equal to the cluster gets no commit")
 

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/kustomize"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // What Git holds that the cluster lacks, for a target an applier applies
@@ -176,8 +176,8 @@ func (w *Worker) unapplied(t *target) ([]string, error) {
 
 // layoutPath tells whether p is a layout path of one of t's synced scopes.
 func (w *Worker) layoutPath(t *target, p string) bool {
-	return path.Ext(p) == ".yaml" && slices.ContainsFunc(t.synced, func(s watch.Scope) bool {
-		return watch.InScope(p, t.cfg.Path, s.GVR, s.Namespace)
+	return path.Ext(p) == ".yaml" && slices.ContainsFunc(t.synced, func(s document.Scope) bool {
+		return document.InScope(p, t.cfg.Path, s.GVR, s.Namespace)
 	})
 }
 
@@ -188,7 +188,7 @@ func (w *Worker) mirrors(t *target, id kustomize.ID) bool {
 	if ns == "" {
 		ns = t.cfg.Namespace
 	}
-	return slices.ContainsFunc(t.synced, func(s watch.Scope) bool {
+	return slices.ContainsFunc(t.synced, func(s document.Scope) bool {
 		if s.GVR.Group != id.Group || t.cfg.Kinds[s.GVR] != id.Kind {
 			return false
 		}

@@ -52,10 +52,10 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 // Target is a GitTarget as the worker needs it.
@@ -76,7 +76,7 @@ type Target struct {
 	Namespace string
 	// Scopes are the streams that feed the target: a converge waits until
 	// each has delivered its initial state.
-	Scopes []watch.Scope
+	Scopes []document.Scope
 	// Claim, when set, is the applier the target's held claim hands over.
 	Claim *Claim
 	// Applied says the GitTarget names an applier claim, held or not yet:
@@ -108,7 +108,7 @@ type Sealer interface {
 // Attributor decides the author of a change. ready=false means its fact may
 // still arrive: ask again at retryAt, or when the worker's wake channel fires.
 type Attributor interface {
-	Author(ch watch.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time)
+	Author(ch document.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time)
 }
 
 // Window says when a target's open changes become a commit.
@@ -195,7 +195,7 @@ type target struct {
 	seq uint64
 	// synced are the scopes whose initial state is complete; sweep says
 	// they must be swept against the current head.
-	synced []watch.Scope
+	synced []document.Scope
 	sweep  bool
 	// snapshotDone: the target's initial state is complete, up to change
 	// snapshotSeq, which may not be in its window yet.
@@ -228,7 +228,7 @@ type target struct {
 // pendingChange is a change waiting to join its author's window. Once its
 // author is known it is kept here, since a fact is handed out only once.
 type pendingChange struct {
-	watch.Change
+	document.Change
 	author *gitrepo.Signature
 	seq    uint64
 	// sealed: Content is encrypted already.
@@ -418,7 +418,7 @@ func (w *Worker) forget(t *target) {
 
 // Change records an object's new document (nil content: deleted). It waits
 // for its author before it joins a window.
-func (w *Worker) Change(ctx context.Context, key string, ch watch.Change) {
+func (w *Worker) Change(ctx context.Context, key string, ch document.Change) {
 	w.do(ctx, func() {
 		if t, ok := w.targets[key]; ok {
 			t.seq++
@@ -429,7 +429,7 @@ func (w *Worker) Change(ctx context.Context, key string, ch watch.Change) {
 
 // Synced marks the end of a stream's initial state: with PruneAlways, the
 // documents in the stream's scope that the cluster does not hold are removed.
-func (w *Worker) Synced(ctx context.Context, key string, scope watch.Scope) {
+func (w *Worker) Synced(ctx context.Context, key string, scope document.Scope) {
 	w.do(ctx, func() {
 		t, ok := w.targets[key]
 		if !ok || slices.Contains(t.synced, scope) {
@@ -461,7 +461,7 @@ func (w *Worker) closeSnapshot(t *target) {
 
 // allSynced says whether every scope of t has delivered its initial state.
 func allSynced(t *target) bool {
-	return !slices.ContainsFunc(t.cfg.Scopes, func(s watch.Scope) bool { return !slices.Contains(t.synced, s) })
+	return !slices.ContainsFunc(t.cfg.Scopes, func(s document.Scope) bool { return !slices.Contains(t.synced, s) })
 }
 
 // sweepTarget removes, with PruneAlways, the documents in synced scopes that
@@ -484,10 +484,10 @@ func (w *Worker) sweepTarget(t *target) {
 			continue
 		}
 		for _, scope := range t.synced {
-			if t.cfg.Seal == nil && scope.GVR.GroupResource() == watch.SecretsResource {
+			if t.cfg.Seal == nil && scope.GVR.GroupResource() == document.SecretsResource {
 				continue // Secrets not mirrored: those in Git are not ours
 			}
-			if watch.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) {
+			if document.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) {
 				w.touch(t, w.committer, p, "document "+path.Base(p)+" the cluster does not hold", w.clock.Now())
 				break
 			}
@@ -557,9 +557,9 @@ func (w *Worker) resolvePending(t *target) error {
 // document, reusing what Git holds or the window already has when that
 // holds the same values. false drops the change: the target does not seal,
 // or sealing failed (which no retry mends; the plaintext is never logged).
-func (w *Worker) seal(t *target, ch *watch.Change) bool {
+func (w *Worker) seal(t *target, ch *document.Change) bool {
 	if t.cfg.Seal == nil {
-		metrics.WatchEvents.WithLabelValues(string(watch.OutcomeSecretSkipped)).Inc()
+		metrics.WatchEvents.WithLabelValues(string(document.OutcomeSecretSkipped)).Inc()
 		return false
 	}
 	if ch.Content == nil {
@@ -592,7 +592,7 @@ func (w *Worker) seal(t *target, ch *watch.Change) bool {
 // apply makes a change part of its author's window. Another author's open
 // window holding the same object commits first, so commits keep the
 // cluster's order of that object's changes.
-func (w *Worker) apply(t *target, ch watch.Change, author gitrepo.Signature) error {
+func (w *Worker) apply(t *target, ch document.Change, author gitrepo.Signature) error {
 	for _, other := range sortedWindows(t) {
 		if _, holds := other.paths[ch.Path]; holds && other.author != author {
 			if err := w.commitWindow(t, other, "conflict"); err != nil {

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
-	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/test/gitserver"
 )
 
@@ -212,8 +212,8 @@ func TestSweepAfterInitialState(t *testing.T) {
 			tg := site
 			tg.PruneAlways = prune
 			f.start(tg)
-			f.w.Change(f.ctx, tg.Key, watch.Change{Path: "clusters/dev/demo/configmaps/kept.yaml", Content: []byte("new\n"), Desc: "ConfigMap demo/kept", Seen: time.Now()})
-			f.w.Synced(f.ctx, tg.Key, watch.Scope{GVR: cmGVR, Namespace: "demo"})
+			f.w.Change(f.ctx, tg.Key, document.Change{Path: "clusters/dev/demo/configmaps/kept.yaml", Content: []byte("new\n"), Desc: "ConfigMap demo/kept", Seen: time.Now()})
+			f.w.Synced(f.ctx, tg.Key, document.Scope{GVR: cmGVR, Namespace: "demo"})
 			f.eventually("kept updated", func() bool { return f.remoteShow("clusters/dev/demo/configmaps/kept.yaml") == "new" })
 			files := f.remoteFiles()
 			assert.Contains(t, files, "clusters/dev/README.md", "files outside the stream's scope stay")
@@ -230,12 +230,12 @@ func TestSweepAfterInitialState(t *testing.T) {
 func TestRejectedPushReplaysOnTheForeignCommit(t *testing.T) {
 	f := newFixture(t)
 	f.start(site)
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: time.Now()})
+	f.w.Change(f.ctx, site.Key, document.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 1\n"), Desc: "ConfigMap demo/a", Seen: time.Now()})
 	f.eventually("a pushed", func() bool { return len(f.remoteFiles()) == 1 })
 
 	foreign := f.seedRemote(map[string]string{"notes.txt": "by hand\n"}, "foreign")
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 2\n"), Desc: "ConfigMap demo/a", Seen: time.Now()})
-	f.w.Change(f.ctx, site.Key, watch.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Desc: "ConfigMap demo/b", Seen: time.Now()})
+	f.w.Change(f.ctx, site.Key, document.Change{Path: "clusters/dev/demo/configmaps/a.yaml", Content: []byte("a: 2\n"), Desc: "ConfigMap demo/a", Seen: time.Now()})
+	f.w.Change(f.ctx, site.Key, document.Change{Path: "clusters/dev/demo/configmaps/b.yaml", Desc: "ConfigMap demo/b", Seen: time.Now()})
 	f.eventually("a: 2 pushed on top of the foreign commit", func() bool {
 		return f.remoteShow("clusters/dev/demo/configmaps/a.yaml") == "a: 2"
 	})
@@ -250,7 +250,7 @@ type authors struct {
 	waiting map[string]bool
 }
 
-func (a *authors) Author(ch watch.Change, now time.Time) (gitrepo.Signature, bool, time.Time) {
+func (a *authors) Author(ch document.Change, now time.Time) (gitrepo.Signature, bool, time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.waiting[ch.ResourceVersion] {

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"reverser.dev/reverser/pkg/attribution"
-	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 )
@@ -283,7 +283,7 @@ func (m *mirror) differences() ([]string, error) {
 	want := map[string]string{}
 	for i := range list.Items {
 		cm := &list.Items[i]
-		if cm.Name == watch.RootCAConfigMap {
+		if cm.Name == document.RootCAConfigMap {
 			continue
 		}
 		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
@@ -293,7 +293,7 @@ func (m *mirror) differences() ([]string, error) {
 		u := &unstructured.Unstructured{Object: obj}
 		u.SetAPIVersion("v1")
 		u.SetKind("ConfigMap")
-		doc, err := watch.Sanitize(configMaps, u)
+		doc, err := document.Sanitize(configMaps, u)
 		if err != nil {
 			return nil, err
 		}

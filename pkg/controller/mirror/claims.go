@@ -17,7 +17,7 @@ import (
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/claims"
-	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -143,7 +143,7 @@ func (c *Controller) barrier(key, token string) {
 	c.mu.Lock()
 	m, ok := c.mirrors[key]
 	var w *runningWorker
-	var streams []*watch.Stream
+	var streams []*stream.Stream
 	if ok {
 		w = c.workers[m.workerKey]
 		streams = slices.Collect(maps.Values(m.streams))
@@ -155,7 +155,7 @@ func (c *Controller) barrier(key, token string) {
 	}
 	wait, cancel := context.WithTimeout(ctx, worker.BarrierTimeout)
 	defer cancel()
-	err := watch.Barrier(wait, streams, 100*time.Millisecond)
+	err := stream.Barrier(wait, streams, 100*time.Millisecond)
 	if err != nil {
 		klog.FromContext(ctx).Info("Apply window barrier not met", "gitTarget", key, "err", err.Error())
 	}

@@ -20,7 +20,7 @@
 // later runs only once the closed one has stopped, so two never share a
 // local repository.
 //
-// Streams share their source's informers (watch.Informers): one per
+// Streams share their source's informers (stream.Informers): one per
 // resource a cluster serves, not one per GitTarget. One discovery of a
 // source serves the GitTargets reconciled within discoveryMaxAge, unless a
 // rule asks for something it does not list.
@@ -68,12 +68,14 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/resolve"
+	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/tenancy"
-	"reverser.dev/reverser/pkg/watch"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -175,10 +177,10 @@ type mirrorState struct {
 	// the streams that seal restart when it changes, so that each of their
 	// objects is read, and encrypted, again.
 	sealFP  string
-	streams map[watch.Scope]*watch.Stream
+	streams map[document.Scope]*stream.Stream
 	// policies are the running streams' credential policies: a stream
 	// restarts when its policy changes.
-	policies map[watch.Scope]string
+	policies map[document.Scope]string
 }
 
 type source struct {
@@ -186,10 +188,10 @@ type source struct {
 	dynamic     dynamic.Interface
 	discovery   discovery.DiscoveryInterface
 	// informers are shared by every GitTarget mirroring this cluster.
-	informers *watch.Informers
+	informers *stream.Informers
 	// served is the last discovery, shared by the GitTargets reconciled
 	// within discoveryMaxAge of it; guarded by Controller.mu.
-	served   watch.Served
+	served   resolve.Served
 	servedAt time.Time
 	// discovered is the outcome of the last discovery through this source,
 	// for the KubeProvider's Ready condition; nil error and zero time when
@@ -483,7 +485,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 // observed is what one reconcile found, for the status.
 type observed struct {
 	source, git, config *problem // nil when fine
-	streams             []*watch.Stream
+	streams             []*stream.Stream
 	// secrets: the rules select Secrets, which are not mirrored.
 	secrets bool
 	// refused are the rules that feed nothing because they are not lent,
@@ -630,14 +632,14 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 		Seal:        sealer,
 	})
 
-	var stopped []*watch.Stream
+	var stopped []*stream.Stream
 	c.mu.Lock()
 	m = c.mirrors[key]
 	leaseKept := m == nil
 	if m == nil {
 		// The new mirror keeps the reference this reconcile took.
 		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, sealFP: sealFP,
-			streams: map[watch.Scope]*watch.Stream{}, policies: map[watch.Scope]string{}}
+			streams: map[document.Scope]*stream.Stream{}, policies: map[document.Scope]string{}}
 		c.mirrors[key] = m
 	}
 	m.domain, m.unnamed = gp.Spec.AuthorEmailDomain, authors.Unnamed()
@@ -654,7 +656,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 			m.policies[scope] = policies[scope].String()
 		}
 		st.streams = append(st.streams, m.streams[scope])
-		if scope.GVR.GroupResource() == watch.SecretsResource && sealer == nil {
+		if scope.GVR.GroupResource() == document.SecretsResource && sealer == nil {
 			st.secrets = true
 		}
 	}
@@ -675,7 +677,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 // The rules are checked ruleChecks at a time; the returned func writes
 // their statuses.
 func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source,
-	st *observed) ([]watch.Scope, map[watch.Scope][]v1.CredentialField, func(), error) {
+	st *observed) ([]document.Scope, map[document.Scope][]v1.CredentialField, func(), error) {
 	var writes []func()
 	statuses := func() {
 		for _, write := range writes {
@@ -686,11 +688,11 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	if err != nil {
 		return nil, nil, statuses, err
 	}
-	var scopes []watch.Scope
-	credentials := map[watch.Scope][]v1.CredentialField{}
-	add := func(res watch.Resolution, ns string) {
+	var scopes []document.Scope
+	credentials := map[document.Scope][]v1.CredentialField{}
+	add := func(res resolve.Result, ns string) {
 		for _, gvr := range res.GVRs {
-			s := watch.Scope{GVR: gvr, Namespace: ns}
+			s := document.Scope{GVR: gvr, Namespace: ns}
 			if !slices.Contains(scopes, s) {
 				scopes = append(scopes, s)
 			}
@@ -699,7 +701,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	// use takes a checked rule's resolution, or its refusal, in the rules'
 	// order; write writes its status.
-	use := func(kind, name string, r checkedRule, write func(watch.Resolution, *problem)) {
+	use := func(kind, name string, r checkedRule, write func(resolve.Result, *problem)) {
 		if r.denied != nil {
 			r.res.GVRs = nil
 			st.refused = append(st.refused, fmt.Sprintf("%s %s: %s", kind, name, r.denied.message))
@@ -717,8 +719,8 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		if ns == "" {
 			ns = wr.Namespace
 		}
-		res := watch.Resolve(wr.Spec.Rules, served, true)
-		secrets := slices.ContainsFunc(res.GVRs, func(gvr schema.GroupVersionResource) bool { return gvr.GroupResource() == watch.SecretsResource })
+		res := resolve.Rules(wr.Spec.Rules, served, true)
+		secrets := slices.ContainsFunc(res.GVRs, func(gvr schema.GroupVersionResource) bool { return gvr.GroupResource() == document.SecretsResource })
 		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, secrets, c.namespaceLabels)
 		if err != nil {
 			return checkedRule{}, err
@@ -746,7 +748,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		return nil, nil, statuses, err
 	}
 	for i, wr := range wrs {
-		use("WatchRule", wr.Name, checked[i], func(res watch.Resolution, denied *problem) { c.writeRuleStatus(ctx, wr, res, denied) })
+		use("WatchRule", wr.Name, checked[i], func(res resolve.Result, denied *problem) { c.writeRuleStatus(ctx, wr, res, denied) })
 	}
 	crules, err := c.crules.List(labels.Everything())
 	if err != nil {
@@ -754,7 +756,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	cwrs := targetClusterRules(crules, gt)
 	checked, err = checkRules(ctx, cwrs, func(ctx context.Context, cwr *v1.ClusterWatchRule) (checkedRule, error) {
-		res := watch.Resolve(cwr.Spec.Rules, served, false)
+		res := resolve.Rules(cwr.Spec.Rules, served, false)
 		var denied *problem
 		var err error
 		if !accepts(gt.Spec.AcceptClusterWatchRules, cwr.Name) {
@@ -771,7 +773,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		return nil, nil, statuses, err
 	}
 	for i, cwr := range cwrs {
-		use("ClusterWatchRule", cwr.Name, checked[i], func(res watch.Resolution, denied *problem) {
+		use("ClusterWatchRule", cwr.Name, checked[i], func(res resolve.Result, denied *problem) {
 			c.writeClusterRuleStatus(ctx, cwr, res, denied)
 		})
 	}
@@ -781,7 +783,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 // checkedRule is what a rule feeds, from which namespace ("" for a
 // ClusterWatchRule), or why nothing.
 type checkedRule struct {
-	res    watch.Resolution
+	res    resolve.Result
 	ns     string
 	denied *problem
 }
@@ -864,7 +866,7 @@ const discoveryMaxAge = 10 * time.Second
 
 // discover returns what the source serves: the last discovery while it is
 // younger than discoveryMaxAge and cached says it will do, else a new one.
-func (c *Controller) discover(src *source, cached bool) (watch.Served, error) {
+func (c *Controller) discover(src *source, cached bool) (resolve.Served, error) {
 	c.mu.Lock()
 	served, at := src.served, src.servedAt
 	c.mu.Unlock()
@@ -883,9 +885,9 @@ func (c *Controller) discover(src *source, cached bool) (watch.Served, error) {
 	src.discoveredAt, src.discoveryErr = now, err
 	if err != nil {
 		src.servedAt = time.Time{}
-		return watch.Served{}, err
+		return resolve.Served{}, err
 	}
-	src.served, src.servedAt = watch.NewServed(groups, lists), now
+	src.served, src.servedAt = resolve.NewServed(groups, lists), now
 	return src.served, nil
 }
 
@@ -904,7 +906,7 @@ func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *source) bool {
 		return false
 	}
 	for _, wr := range targetRules(rules, gt) {
-		if len(watch.Resolve(wr.Spec.Rules, served, true).Unresolved) > 0 {
+		if len(resolve.Rules(wr.Spec.Rules, served, true).Unresolved) > 0 {
 			return false
 		}
 	}
@@ -913,7 +915,7 @@ func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *source) bool {
 		return false
 	}
 	for _, cwr := range targetClusterRules(crules, gt) {
-		if len(watch.Resolve(cwr.Spec.Rules, served, false).Unresolved) > 0 {
+		if len(resolve.Rules(cwr.Spec.Rules, served, false).Unresolved) > 0 {
 			return false
 		}
 	}
@@ -955,7 +957,7 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 	if err != nil {
 		return nil, err
 	}
-	// ConfigMaps and Secrets are informed on in protobuf (watch.Informers.WithTyped).
+	// ConfigMaps and Secrets are informed on in protobuf (stream.Informers.WithTyped).
 	pcfg := rest.CopyConfig(cfg)
 	pcfg.ContentType = runtime.ContentTypeProtobuf
 	pcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -963,7 +965,7 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 	if err != nil {
 		return nil, err
 	}
-	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc, informers: watch.NewInformers(dyn, clusterWide(kube)).WithTyped(proto)}
+	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc, informers: stream.NewInformers(dyn, clusterWide(kube)).WithTyped(proto)}
 	c.mu.Lock()
 	c.sources[kp.Name] = s
 	c.mu.Unlock()
@@ -972,7 +974,7 @@ func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, 
 
 // clusterWide asks the source whether its credentials may list and watch a
 // resource in every namespace: then one informer serves every namespace.
-func clusterWide(kube kubernetes.Interface) watch.ClusterWide {
+func clusterWide(kube kubernetes.Interface) stream.ClusterWide {
 	return func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
 		for _, verb := range []string{"list", "watch"} {
 			review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
@@ -980,7 +982,7 @@ func clusterWide(kube kubernetes.Interface) watch.ClusterWide {
 					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}},
 			}, metav1.CreateOptions{})
 			if err != nil {
-				return false, fmt.Errorf("reviewing the source's access to %s: %w", watch.GVRString(gvr), err)
+				return false, fmt.Errorf("reviewing the source's access to %s: %w", document.GVRString(gvr), err)
 			}
 			if !review.Status.Allowed {
 				return false, nil
@@ -1190,7 +1192,7 @@ func (c *Controller) Saver(target string) (t commitrequest.SaveTarget, ok bool) 
 // targetNamespace is the namespace the GitTarget's folder is applied into
 // (feature R1): the claimed applier's, else spec.targetNamespace, else the
 // one namespace every namespaced scope reads; "" when none is known.
-func targetNamespace(appliedInto, spec string, scopes []watch.Scope) string {
+func targetNamespace(appliedInto, spec string, scopes []document.Scope) string {
 	if appliedInto != "" {
 		return appliedInto
 	}

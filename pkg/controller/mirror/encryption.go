@@ -4,8 +4,9 @@ import (
 	"strings"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/seal"
-	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -50,24 +51,24 @@ func unencrypted(gt *v1.GitTarget, rules []v1.ResourceRule) *problem {
 // they seal to changed: before the worker learns the new policy, so that no
 // stream hands on a document under the old one afterwards. The streams
 // start again with the new policy, and read every object again.
-func (c *Controller) restreamCredentials(key string, scopes []watch.Scope, credentials map[watch.Scope][]v1.CredentialField, sealing bool,
-	sealFP string) map[watch.Scope]watch.Policy {
-	secrets := watch.SkipSecrets
+func (c *Controller) restreamCredentials(key string, scopes []document.Scope, credentials map[document.Scope][]v1.CredentialField, sealing bool,
+	sealFP string) map[document.Scope]document.Policy {
+	secrets := document.SkipSecrets
 	if sealing {
-		secrets = watch.SealSecrets
+		secrets = document.SealSecrets
 	}
-	policies := map[watch.Scope]watch.Policy{}
+	policies := map[document.Scope]document.Policy{}
 	for _, scope := range scopes {
-		policies[scope] = watch.NewPolicy(secrets, credentials[scope])
+		policies[scope] = document.NewPolicy(secrets, credentials[scope])
 	}
-	var stale []*watch.Stream
+	var stale []*stream.Stream
 	c.mu.Lock()
 	if m := c.mirrors[key]; m != nil {
 		resealed := m.sealFP != sealFP
 		m.sealFP = sealFP
 		for scope, s := range m.streams {
 			p, kept := policies[scope]
-			seals := scope.GVR.GroupResource() == watch.SecretsResource || len(p.Encrypt) > 0
+			seals := scope.GVR.GroupResource() == document.SecretsResource || len(p.Encrypt) > 0
 			if kept && (m.policies[scope] != p.String() || resealed && seals) {
 				stale = append(stale, s)
 				delete(m.streams, scope)

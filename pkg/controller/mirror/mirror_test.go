@@ -20,8 +20,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/document"
+	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/tenancy"
-	"reverser.dev/reverser/pkg/watch"
 )
 
 func TestBranchAllowed(t *testing.T) {
@@ -100,12 +101,12 @@ func TestAccepts(t *testing.T) {
 
 func TestRuleStatus(t *testing.T) {
 	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	s := ruleStatus(v1.WatchRuleStatus{}, 4, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}}, nil)
+	s := ruleStatus(v1.WatchRuleStatus{}, 4, resolve.Result{GVRs: []schema.GroupVersionResource{cm}}, nil)
 	assert.Equal(t, int64(4), s.ObservedGeneration)
 	assert.Equal(t, []string{"configmaps.v1"}, s.Resolved)
 	assert.True(t, meta.IsStatusConditionTrue(s.Conditions, v1.ConditionReady))
 
-	s = ruleStatus(s, 5, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}, Unresolved: []string{"widgets.v1 is not served"}}, nil)
+	s = ruleStatus(s, 5, resolve.Result{GVRs: []schema.GroupVersionResource{cm}, Unresolved: []string{"widgets.v1 is not served"}}, nil)
 	c := meta.FindStatusCondition(s.Conditions, v1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "Unresolved", c.Reason)
@@ -115,8 +116,8 @@ func TestRuleStatus(t *testing.T) {
 
 func TestRuleStatusDenied(t *testing.T) {
 	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	s := ruleStatus(v1.WatchRuleStatus{}, 1, watch.Resolution{GVRs: []schema.GroupVersionResource{cm}}, nil)
-	s = ruleStatus(s, 1, watch.Resolution{}, problemf("NotAuthorized", "user \"bob\" may not read"))
+	s := ruleStatus(v1.WatchRuleStatus{}, 1, resolve.Result{GVRs: []schema.GroupVersionResource{cm}}, nil)
+	s = ruleStatus(s, 1, resolve.Result{}, problemf("NotAuthorized", "user \"bob\" may not read"))
 	c := meta.FindStatusCondition(s.Conditions, v1.ConditionReady)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Equal(t, "NotAuthorized", c.Reason)
@@ -266,12 +267,12 @@ func TestRulesAreCheckedSideBySide(t *testing.T) {
 func TestTargetNamespace(t *testing.T) {
 	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	ns := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	one := []watch.Scope{{GVR: cm, Namespace: "shop"}, {GVR: ns}}
-	two := []watch.Scope{{GVR: cm, Namespace: "shop"}, {GVR: cm, Namespace: "blog"}}
-	all := []watch.Scope{{GVR: cm, Namespace: "*"}}
+	one := []document.Scope{{GVR: cm, Namespace: "shop"}, {GVR: ns}}
+	two := []document.Scope{{GVR: cm, Namespace: "shop"}, {GVR: cm, Namespace: "blog"}}
+	all := []document.Scope{{GVR: cm, Namespace: "*"}}
 	for _, tc := range []struct {
 		name, appliedInto, spec string
-		scopes                  []watch.Scope
+		scopes                  []document.Scope
 		want                    string
 	}{
 		{"the applier's first", "apps", "web", one, "apps"},
@@ -279,7 +280,7 @@ func TestTargetNamespace(t *testing.T) {
 		{"then the rules' one namespace, cluster scopes aside", "", "", one, "shop"},
 		{"rules over two namespaces tell none", "", "", two, ""},
 		{"rules over every namespace tell none", "", "", all, ""},
-		{"cluster scopes only tell none", "", "", []watch.Scope{{GVR: ns}}, ""},
+		{"cluster scopes only tell none", "", "", []document.Scope{{GVR: ns}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, targetNamespace(tc.appliedInto, tc.spec, tc.scopes))

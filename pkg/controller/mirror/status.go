@@ -15,7 +15,8 @@ import (
 	"k8s.io/klog/v2"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
-	"reverser.dev/reverser/pkg/watch"
+	"reverser.dev/reverser/pkg/document"
+	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -182,7 +183,7 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	return err
 }
 
-func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res watch.Resolution, denied *problem) {
+func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res resolve.Result, denied *problem) {
 	writeRule(ctx, wr, &wr.Status, wr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
 		updated := wr.DeepCopy()
 		updated.Status = status
@@ -191,7 +192,7 @@ func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res 
 	})
 }
 
-func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res watch.Resolution, denied *problem) {
+func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res resolve.Result, denied *problem) {
 	writeRule(ctx, cwr, &cwr.Status, cwr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
 		updated := cwr.DeepCopy()
 		updated.Status = status
@@ -202,7 +203,7 @@ func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.Cluster
 
 // writeRule writes a rule's resolution when it differs from what the rule
 // says; a conflict is left to the next reconcile.
-func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus, generation int64, res watch.Resolution, denied *problem,
+func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus, generation int64, res resolve.Result, denied *problem,
 	update func(v1.WatchRuleStatus) error) {
 	status := ruleStatus(*cur, generation, res, denied)
 	if apiequality.Semantic.DeepEqual(status, *cur) {
@@ -215,12 +216,12 @@ func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus,
 
 // ruleStatus is a rule's status after a reconcile: denied, when set, says
 // why the rule feeds nothing (not lent, authorised or accepted).
-func ruleStatus(cur v1.WatchRuleStatus, generation int64, res watch.Resolution, denied *problem) v1.WatchRuleStatus {
+func ruleStatus(cur v1.WatchRuleStatus, generation int64, res resolve.Result, denied *problem) v1.WatchRuleStatus {
 	s := *cur.DeepCopy()
 	s.ObservedGeneration = generation
 	s.Resolved = nil
 	for _, gvr := range res.GVRs {
-		s.Resolved = append(s.Resolved, watch.GVRString(gvr))
+		s.Resolved = append(s.Resolved, document.GVRString(gvr))
 	}
 	slices.Sort(s.Resolved)
 	s.Unresolved = res.Unresolved

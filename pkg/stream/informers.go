@@ -1,10 +1,11 @@
-package watch
+package stream
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -91,7 +93,7 @@ func (h *Informers) WithTyped(k kubernetes.Interface) *Informers {
 // informer across all namespaces when one runs, or when Decide found the
 // source may list there. It never asks the source: Stream is called under
 // its callers' locks.
-func (h *Informers) acquire(ctx context.Context, scope Scope) *informer {
+func (h *Informers) acquire(ctx context.Context, scope document.Scope) *informer {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	key := informerKey{gvr: scope.GVR}
@@ -127,7 +129,7 @@ func (h *Informers) Decide(ctx context.Context, gvrs []schema.GroupVersionResour
 		wide, err := h.wide(ctx, gvr)
 		if err != nil {
 			klog.FromContext(ctx).V(2).Info("Cannot tell whether the source may list a resource in all namespaces; informing per namespace",
-				"resource", GVRString(gvr), "err", err)
+				"resource", document.GVRString(gvr), "err", err)
 			continue
 		}
 		h.mu.Lock()
@@ -158,7 +160,7 @@ func (h *Informers) start(ctx context.Context, key informerKey) *informer {
 	_ = in.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
 		metrics.WatchErrors.WithLabelValues(watchErrorReason(err)).Inc()
 		in.err.Store(&err)
-		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "resource", GVRString(key.gvr), "namespace", key.namespace, "err", err)
+		klog.FromContext(ctx).V(2).Info("Watch failed; retrying", "resource", document.GVRString(key.gvr), "namespace", key.namespace, "err", err)
 	})
 	metrics.Informers.Inc()
 	go func() {
@@ -274,8 +276,8 @@ func (in *informer) detach(s *Stream, ns string) {
 // the Secrets holding ServiceAccount tokens, and the CA bundle the cluster
 // puts in every namespace. Skip still refuses both.
 var serverFilters = map[schema.GroupResource]string{
-	SecretsResource:          "type!=" + serviceAccountToken,
-	{Resource: "configmaps"}: "metadata.name!=" + RootCAConfigMap,
+	document.SecretsResource: "type!=" + string(corev1.SecretTypeServiceAccountToken),
+	{Resource: "configmaps"}: "metadata.name!=" + document.RootCAConfigMap,
 }
 
 // newInformer informs on gvr in ns (all namespaces: ""), as

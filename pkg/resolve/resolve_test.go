@@ -1,4 +1,4 @@
-package watch
+package resolve
 
 import (
 	"testing"
@@ -65,9 +65,19 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Resolve(tc.rules, served(), tc.namespaced)
+			got := Rules(tc.rules, served(), tc.namespaced)
 			assert.Equal(t, tc.want, got.GVRs)
 			assert.Equal(t, tc.unresolved, got.Unresolved)
 		})
 	}
+}
+
+func TestResolveCollectsCredentialFields(t *testing.T) {
+	rules := []v1.ResourceRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, CredentialFields: []v1.CredentialField{{Path: "data.password"}}},
+		{APIGroups: []string{"*"}, Resources: []string{"*"}, CredentialFields: []v1.CredentialField{{Path: "spec.token"}}},
+	}
+	got := Rules(rules, served(), true)
+	assert.Equal(t, []v1.CredentialField{{Path: "data.password"}, {Path: "spec.token"}}, got.Credentials[gvr("", "v1", "configmaps")])
+	assert.Equal(t, []v1.CredentialField{{Path: "spec.token"}}, got.Credentials[gvr("apps", "v1", "deployments")])
 }

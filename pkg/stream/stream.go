@@ -1,4 +1,4 @@
-package watch
+package stream
 
 import (
 	"context"
@@ -11,76 +11,29 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
-// Scope is what one stream covers: a resource in one namespace, every
-// namespace ("*"), or cluster-scoped ("").
-type Scope struct {
-	GVR       schema.GroupVersionResource
-	Namespace string
-}
-
-func (s Scope) String() string {
-	ns := s.Namespace
-	switch ns {
-	case "":
-		ns = "cluster"
-	case "*":
-		ns = "all namespaces"
-	}
-	return GVRString(s.GVR) + " in " + ns
-}
-
-// Change is one observed change of an object's document.
-type Change struct {
-	// Path of the document; Content nil when the object was deleted.
-	Path    string
-	Content []byte
-	// Desc names the object for commit messages: "ConfigMap demo/app".
-	Desc string
-	// Seen is when the watch event arrived.
-	Seen time.Time
-	// The object and the resourceVersion of this change, which its audit
-	// fact is joined on.
-	GVR                              schema.GroupVersionResource
-	Kind                             string
-	Namespace, Name, ResourceVersion string
-	// UID of the object; a delete's audit fact is joined on it, since a
-	// deleted name may be reused by a new object.
-	UID types.UID
-	// Snapshot marks the stream's initial state: what the cluster held when
-	// the stream started, not an edit anybody made just now.
-	Snapshot bool
-	// Manager is the field manager of the object's newest managedFields
-	// entry: who wrote it last, where no audit fact says (an applier's
-	// echo is told by it).
-	Manager string
-	// Encrypt, when set, says Content is in clear and holds credentials (a
-	// Secret's values, or fields a rule names): the sink encrypts these
-	// keys before it keeps the document anywhere, and never logs it.
-	Encrypt []string
-}
-
 // Sink receives a stream's changes: a branch worker.
 type Sink interface {
-	Change(ctx context.Context, key string, ch Change)
-	Synced(ctx context.Context, key string, scope Scope)
+	Change(ctx context.Context, key string, ch document.Change)
+	Synced(ctx context.Context, key string, scope document.Scope)
 }
 
-func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstructured, content []byte) Change {
-	return Change{
-		Path: DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
+func change(gvr schema.GroupVersionResource, base string, u *unstructured.Unstructured, content []byte) document.Change {
+	return document.Change{
+		Path: document.DocumentPath(base, gvr, u.GetNamespace(), u.GetName()), Content: content, Desc: describe(u), Seen: time.Now(),
 		GVR: gvr, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), ResourceVersion: u.GetResourceVersion(),
 		UID: u.GetUID(), Manager: lastManager(u),
 	}
@@ -127,7 +80,7 @@ func newestManaged(md map[string]any) map[string]any {
 // calls the sink again: Stop waits for that goroutine, which checks the
 // stream's context before each call.
 type Stream struct {
-	Scope Scope
+	Scope document.Scope
 	// list lists the stream's collection, for barriers.
 	list   dynamic.ResourceInterface
 	cancel context.CancelFunc
@@ -198,13 +151,13 @@ func (q *queue) pop(ctx context.Context) (event, bool) {
 
 // StartStream starts watching scope through an informer of its own; a
 // controller shares informers with Informers.Stream.
-func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope Scope, policy Policy, sink Sink) *Stream {
+func StartStream(ctx context.Context, client dynamic.Interface, key, base string, scope document.Scope, policy document.Policy, sink Sink) *Stream {
 	return NewInformers(client, nil).Stream(ctx, key, base, scope, policy, sink)
 }
 
 // Stream starts watching scope and feeding sink for the GitTarget key whose
 // documents live under base; policy says what becomes of credentials.
-func (h *Informers) Stream(ctx context.Context, key, base string, scope Scope, policy Policy, sink Sink) *Stream {
+func (h *Informers) Stream(ctx context.Context, key, base string, scope document.Scope, policy document.Policy, sink Sink) *Stream {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Stream{Scope: scope, cancel: cancel, done: make(chan struct{}), informers: h, queue: queue{wake: make(chan struct{}, 1)}}
@@ -237,7 +190,7 @@ func (h *Informers) Stream(ctx context.Context, key, base string, scope Scope, p
 }
 
 // run hands the stream's events to the sink until ctx is done.
-func (s *Stream) run(ctx context.Context, key, base string, policy Policy, sink Sink) {
+func (s *Stream) run(ctx context.Context, key, base string, policy document.Policy, sink Sink) {
 	gr := s.Scope.GVR.GroupResource()
 	for {
 		e, ok := s.queue.pop(ctx)
@@ -255,7 +208,7 @@ func (s *Stream) run(ctx context.Context, key, base string, policy Policy, sink 
 			continue
 		}
 		if e.deleted {
-			if _, skip := Skip(gr, u, policy.Secrets); !skip {
+			if _, skip := document.Skip(gr, u, policy.Secrets); !skip {
 				metrics.WatchEvents.WithLabelValues("deleted").Inc()
 				sink.Change(ctx, key, change(s.Scope.GVR, base, u, nil))
 			}
@@ -272,27 +225,27 @@ func (s *Stream) run(ctx context.Context, key, base string, policy Policy, sink 
 // document is the change of u's new document; none when it is never
 // written, or does not differ from old's (status and runtime churn write
 // nothing). Each object is sanitized once.
-func (s *Stream) document(ctx context.Context, gr schema.GroupResource, base string, policy Policy, u *unstructured.Unstructured,
-	old any) (Change, bool) {
-	if outcome, skip := Skip(gr, u, policy.Secrets); skip {
+func (s *Stream) document(ctx context.Context, gr schema.GroupResource, base string, policy document.Policy, u *unstructured.Unstructured,
+	old any) (document.Change, bool) {
+	if outcome, skip := document.Skip(gr, u, policy.Secrets); skip {
 		metrics.WatchEvents.WithLabelValues(string(outcome)).Inc()
-		return Change{}, false
+		return document.Change{}, false
 	}
 	content, encrypt, err := policy.Document(gr, u)
 	if err != nil {
-		metrics.WatchEvents.WithLabelValues(string(OutcomeInvalid)).Inc()
+		metrics.WatchEvents.WithLabelValues(string(document.OutcomeInvalid)).Inc()
 		klog.FromContext(ctx).Error(err, "Cannot write object", "scope", s.Scope.String(), "object", klog.KObj(u))
-		return Change{}, false
+		return document.Change{}, false
 	}
 	if old != nil {
 		if o, err := toUnstructured(old); err == nil {
 			if before, _, err := policy.Document(gr, o); err == nil && string(before) == string(content) {
-				metrics.WatchEvents.WithLabelValues(string(OutcomeUnchanged)).Inc()
-				return Change{}, false
+				metrics.WatchEvents.WithLabelValues(string(document.OutcomeUnchanged)).Inc()
+				return document.Change{}, false
 			}
 		}
 	}
-	metrics.WatchEvents.WithLabelValues(string(OutcomeMirrored)).Inc()
+	metrics.WatchEvents.WithLabelValues(string(document.OutcomeMirrored)).Inc()
 	ch := change(s.Scope.GVR, base, u, content)
 	ch.Snapshot, ch.Encrypt = !s.synced.Load(), encrypt
 	return ch, true
@@ -313,7 +266,7 @@ func trim(obj any) (any, error) {
 	}
 	delete(u.Object, "status")
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
-		cleanStrings(md, "annotations", func(k string) bool { return k == lastApplied })
+		document.DropStrings(md, "annotations", func(k string) bool { return k == corev1.LastAppliedConfigAnnotation })
 		if _, has := md["managedFields"]; has {
 			if m := newestManaged(md); m != nil {
 				kept := make(map[string]any, 3)

@@ -1,4 +1,4 @@
-package watch
+package document
 
 import (
 	"testing"
@@ -92,14 +92,4 @@ func TestPoliciesAreToldApart(t *testing.T) {
 	assert.NotEqual(t, a.String(), NewPolicy(SealSecrets, []v1.CredentialField{{Path: "spec.a"}, {Path: "spec.b", Action: v1.CredentialEncrypt}}).String())
 	assert.NotEqual(t, a.String(), NewPolicy(SkipSecrets, []v1.CredentialField{{Path: "spec.a"}, {Path: "spec.b"}}).String())
 	assert.Equal(t, "skip", Policy{}.String())
-}
-
-func TestResolveCollectsCredentialFields(t *testing.T) {
-	rules := []v1.ResourceRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, CredentialFields: []v1.CredentialField{{Path: "data.password"}}},
-		{APIGroups: []string{"*"}, Resources: []string{"*"}, CredentialFields: []v1.CredentialField{{Path: "spec.token"}}},
-	}
-	got := Resolve(rules, served(), true)
-	assert.Equal(t, []v1.CredentialField{{Path: "data.password"}, {Path: "spec.token"}}, got.Credentials[gvr("", "v1", "configmaps")])
-	assert.Equal(t, []v1.CredentialField{{Path: "spec.token"}}, got.Credentials[gvr("apps", "v1", "deployments")])
 }

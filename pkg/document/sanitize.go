@@ -1,15 +1,4 @@
-// Package watch turns live objects into the documents Reverser writes: it
-// strips runtime fields, decides what is never mirrored, lays documents out
-// in the repository, and runs the watch streams that feed branch workers.
-//
-// Streams share their source's informers (Informers). ConfigMaps and
-// Secrets are informed on with a typed client in protobuf and cached typed
-// (typed.go); everything else with the dynamic client. Locks: Informers.mu
-// guards which informers run; each informer's mu guards which streams it
-// feeds; each stream's queue has its own. None is held while a sink is
-// called: every stream calls its sink from a goroutine of its own, and a
-// sink may block that stream only. Informers.Decide may block on the source.
-package watch
+package document
 
 import (
 	"encoding/json"
@@ -23,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
 
@@ -76,8 +66,8 @@ func clean(gr schema.GroupResource, obj *unstructured.Unstructured) map[string]a
 		for _, f := range runtimeMetadata {
 			delete(md, f)
 		}
-		cleanStrings(md, "annotations", func(k string) bool { return runtimeAnnotations[k] || hasApplierPrefix(k) })
-		cleanStrings(md, "labels", hasApplierPrefix)
+		DropStrings(md, "annotations", func(k string) bool { return runtimeAnnotations[k] || hasApplierPrefix(k) })
+		DropStrings(md, "labels", hasApplierPrefix)
 	}
 	for _, path := range perType[gr] {
 		unstructured.RemoveNestedField(o, path...)
@@ -94,7 +84,9 @@ func hasApplierPrefix(k string) bool {
 	return false
 }
 
-func cleanStrings(md map[string]any, field string, drop func(string) bool) {
+// DropStrings deletes from md[field] (annotations, labels) the keys drop
+// says, and the field once it is empty.
+func DropStrings(md map[string]any, field string, drop func(string) bool) {
 	m, ok := md[field].(map[string]any)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package watch
+package stream
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"reverser.dev/reverser/pkg/document"
 )
 
 var secrets = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
@@ -28,7 +30,7 @@ func typedObjects() []runtime.Object {
 	md := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: "demo", Name: name, UID: types.UID("u-" + name), ResourceVersion: "7", Generation: 1,
 			CreationTimestamp: *at(0), Labels: map[string]string{"app": name},
-			Annotations: map[string]string{lastApplied: `{"big":"copy"}`, "note": "kept"},
+			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"big":"copy"}`, "note": "kept"},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: at(1), FieldsType: "FieldsV1",
 					FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)},
@@ -45,14 +47,14 @@ func typedObjects() []runtime.Object {
 }
 
 // collect runs a stream of scope on h and returns its snapshot's changes.
-func collect(t *testing.T, h *Informers, scope Scope, policy Policy) []Change {
+func collect(t *testing.T, h *Informers, scope document.Scope, policy document.Policy) []document.Change {
 	sink := newBlockingSinkReleased()
 	s := h.Stream(t.Context(), "t", "base", scope, policy, sink)
 	defer s.Stop()
 	waitSynced(t, s)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
-	out := append([]Change(nil), sink.changes...)
+	out := append([]document.Change(nil), sink.changes...)
 	for i := range out {
 		out[i].Seen = time.Time{}
 	}
@@ -80,9 +82,9 @@ func TestTypedInformersWriteWhatDynamicOnesWrite(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{configMaps: "ConfigMapList", secrets: "SecretList"}, unstr...)
 	typed := kubefake.NewClientset(objs...)
-	policy := Policy{Secrets: SealSecrets}
+	policy := document.Policy{Secrets: document.SealSecrets}
 	for _, gvr := range []schema.GroupVersionResource{configMaps, secrets} {
-		scope := Scope{GVR: gvr, Namespace: "demo"}
+		scope := document.Scope{GVR: gvr, Namespace: "demo"}
 		want := collect(t, NewInformers(dyn, nil), scope, policy)
 		// A dynamic client holding nothing: what it gives comes from typed.
 		viaTyped := NewInformers(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), nil).WithTyped(typed)
@@ -100,7 +102,7 @@ func TestATypedCacheIsTrimmed(t *testing.T) {
 	typed := kubefake.NewClientset(typedObjects()...)
 	h := NewInformers(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), nil).WithTyped(typed)
 	sink := newBlockingSinkReleased()
-	s := h.Stream(t.Context(), "t", "base", Scope{GVR: configMaps, Namespace: "demo"}, Policy{}, sink)
+	s := h.Stream(t.Context(), "t", "base", document.Scope{GVR: configMaps, Namespace: "demo"}, document.Policy{}, sink)
 	defer s.Stop()
 	waitSynced(t, s)
 	var cached []any

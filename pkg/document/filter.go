@@ -1,4 +1,4 @@
-package watch
+package document
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

@@ -1,4 +1,4 @@
-package watch
+package document
 
 import (
 	"testing"
@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
 
 func parse(t *testing.T, doc string) *unstructured.Unstructured {

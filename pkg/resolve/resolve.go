@@ -1,4 +1,9 @@
-package watch
+// Package resolve resolves rules against a source's discovery: which
+// group/version/resources a rule's apiGroups and resources name (Rules),
+// what is not served or never mirrored, and the credential fields each
+// names. Our API server's rule admission and the controller share it.
+// Served is an immutable snapshot; nothing here locks or blocks.
+package resolve
 
 import (
 	"fmt"
@@ -9,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/document"
 )
 
 // Served is what a source cluster serves, from discovery: each group's
@@ -49,8 +55,8 @@ func (s Served) Kind(gvr schema.GroupVersionResource) string {
 	return ""
 }
 
-// Resolution is what a set of rules selects.
-type Resolution struct {
+// Result is what a set of rules selects.
+type Result struct {
 	GVRs []schema.GroupVersionResource
 	// Unresolved names what the rules asked for that the source does not
 	// serve (or serves without list and watch), for the rule's status.
@@ -60,12 +66,12 @@ type Resolution struct {
 	Credentials map[schema.GroupVersionResource][]v1.CredentialField
 }
 
-// Resolve matches rules against what the source serves. namespaced selects
+// Rules matches rules against what the source serves. namespaced selects
 // namespaced resources (WatchRule) or cluster-scoped ones (ClusterWatchRule).
 // Resources the default policy never mirrors are left out silently when a
 // wildcard matched them and reported when named.
-func Resolve(rules []v1.ResourceRule, served Served, namespaced bool) Resolution {
-	var res Resolution
+func Rules(rules []v1.ResourceRule, served Served, namespaced bool) Result {
+	var res Result
 	seen := map[schema.GroupVersionResource]bool{}
 	for _, rule := range rules {
 		for _, group := range expandGroups(rule.APIGroups, served) {
@@ -82,7 +88,7 @@ func Resolve(rules []v1.ResourceRule, served Served, namespaced bool) Resolution
 				gv := schema.GroupVersion{Group: group, Version: version}
 				available, ok := served.Resources[gv]
 				if !ok {
-					res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is not served", gvString(gv)))
+					res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is not served", gv.String()))
 					continue
 				}
 				for _, name := range rule.Resources {
@@ -97,17 +103,17 @@ func Resolve(rules []v1.ResourceRule, served Served, namespaced bool) Resolution
 						switch {
 						case r.Namespaced != namespaced:
 							if !wild {
-								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is %s: use a %s", gvrString(gvr),
+								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is %s: use a %s", document.GVRString(gvr),
 									map[bool]string{true: "namespaced", false: "cluster-scoped"}[r.Namespaced],
 									map[bool]string{true: "WatchRule", false: "ClusterWatchRule"}[r.Namespaced]))
 							}
-						case !Mirrorable(gvr.GroupResource()):
+						case !document.Mirrorable(gvr.GroupResource()):
 							if !wild {
-								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is runtime state and never mirrored", gvrString(gvr)))
+								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is runtime state and never mirrored", document.GVRString(gvr)))
 							}
 						case !slices.Contains(r.Verbs, "list") || !slices.Contains(r.Verbs, "watch"):
 							if !wild {
-								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s cannot be listed and watched", gvrString(gvr)))
+								res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s cannot be listed and watched", document.GVRString(gvr)))
 							}
 						default:
 							if !seen[gvr] {
@@ -123,13 +129,15 @@ func Resolve(rules []v1.ResourceRule, served Served, namespaced bool) Resolution
 						}
 					}
 					if !found && !wild {
-						res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is not served", gvrString(gv.WithResource(name))))
+						res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s is not served", document.GVRString(gv.WithResource(name))))
 					}
 				}
 			}
 		}
 	}
-	slices.SortFunc(res.GVRs, func(a, b schema.GroupVersionResource) int { return strings.Compare(gvrString(a), gvrString(b)) })
+	slices.SortFunc(res.GVRs, func(a, b schema.GroupVersionResource) int {
+		return strings.Compare(document.GVRString(a), document.GVRString(b))
+	})
 	slices.Sort(res.Unresolved)
 	res.Unresolved = slices.Compact(res.Unresolved)
 	return res
@@ -146,18 +154,3 @@ func expandGroups(groups []string, served Served) []string {
 	slices.Sort(all)
 	return all
 }
-
-func gvString(gv schema.GroupVersion) string {
-	if gv.Group == "" {
-		return gv.Version
-	}
-	return gv.Group + "/" + gv.Version
-}
-
-func gvrString(gvr schema.GroupVersionResource) string {
-	return gvr.Resource + "." + gvString(gvr.GroupVersion())
-}
-
-// GVRString prints a group/version/resource the way status fields show it:
-// "configmaps.v1", "deployments.apps/v1".
-func GVRString(gvr schema.GroupVersionResource) string { return gvrString(gvr) }

@@ -1,4 +1,4 @@
-package watch
+package stream
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -81,10 +82,10 @@ func TestStreamsShareOneInformerPerResource(t *testing.T) {
 	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	before := testutil.ToFloat64(metrics.Informers)
 	inA, inB, all := newBlockingSinkReleased(), newBlockingSinkReleased(), newBlockingSinkReleased()
-	sa := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, inA)
+	sa := h.Stream(ctx, "t1", "base", document.Scope{GVR: configMaps, Namespace: "a"}, document.Policy{}, inA)
 	waitSynced(t, sa)
-	sb := h.Stream(ctx, "t2", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, inB)
-	sall := h.Stream(ctx, "t3", "base", Scope{GVR: configMaps, Namespace: "*"}, Policy{}, all)
+	sb := h.Stream(ctx, "t2", "base", document.Scope{GVR: configMaps, Namespace: "b"}, document.Policy{}, inB)
+	sall := h.Stream(ctx, "t3", "base", document.Scope{GVR: configMaps, Namespace: "*"}, document.Policy{}, all)
 	waitSynced(t, sb, sall)
 
 	assert.Equal(t, map[string]int{"": 1}, lists(client), "one list, across all namespaces")
@@ -113,7 +114,7 @@ func TestStreamsShareOneInformerPerResource(t *testing.T) {
 	h.mu.Unlock()
 
 	// A stream after that starts a new informer, which lists again.
-	again := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
+	again := h.Stream(ctx, "t1", "base", document.Scope{GVR: configMaps, Namespace: "a"}, document.Policy{}, newBlockingSinkReleased())
 	waitSynced(t, again)
 	again.Stop()
 	assert.Equal(t, map[string]int{"": 2}, lists(client))
@@ -127,9 +128,9 @@ func TestWithoutClusterWideRightsInformersArePerNamespace(t *testing.T) {
 	client := fakeSource(configMap("a", "one"), configMap("b", "two"))
 	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return false, nil })
 	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
-	s1 := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
-	s2 := h.Stream(ctx, "t2", "other", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
-	s3 := h.Stream(ctx, "t3", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, newBlockingSinkReleased())
+	s1 := h.Stream(ctx, "t1", "base", document.Scope{GVR: configMaps, Namespace: "a"}, document.Policy{}, newBlockingSinkReleased())
+	s2 := h.Stream(ctx, "t2", "other", document.Scope{GVR: configMaps, Namespace: "a"}, document.Policy{}, newBlockingSinkReleased())
+	s3 := h.Stream(ctx, "t3", "base", document.Scope{GVR: configMaps, Namespace: "b"}, document.Policy{}, newBlockingSinkReleased())
 	defer func() {
 		for _, s := range []*Stream{s1, s2, s3} {
 			s.Stop()
@@ -154,8 +155,8 @@ func TestAnInformersFailureReachesEveryStream(t *testing.T) {
 	})
 	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil })
 	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
-	s1 := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, newBlockingSinkReleased())
-	s2 := h.Stream(ctx, "t2", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, newBlockingSinkReleased())
+	s1 := h.Stream(ctx, "t1", "base", document.Scope{GVR: configMaps, Namespace: "a"}, document.Policy{}, newBlockingSinkReleased())
+	s2 := h.Stream(ctx, "t2", "base", document.Scope{GVR: configMaps, Namespace: "b"}, document.Policy{}, newBlockingSinkReleased())
 	defer s1.Stop()
 	defer s2.Stop()
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true,
@@ -175,8 +176,8 @@ func TestASlowSinkHoldsUpOnlyItsStream(t *testing.T) {
 	h := NewInformers(client, func(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil })
 	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	stuck, free := newBlockingSink(), newBlockingSinkReleased()
-	sa := h.Stream(ctx, "t1", "base", Scope{GVR: configMaps, Namespace: "a"}, Policy{}, stuck)
-	sb := h.Stream(ctx, "t2", "base", Scope{GVR: configMaps, Namespace: "b"}, Policy{}, free)
+	sa := h.Stream(ctx, "t1", "base", document.Scope{GVR: configMaps, Namespace: "a"}, document.Policy{}, stuck)
+	sb := h.Stream(ctx, "t2", "base", document.Scope{GVR: configMaps, Namespace: "b"}, document.Policy{}, free)
 	defer sb.Stop()
 	select {
 	case <-stuck.entered:
@@ -207,7 +208,7 @@ func TestAnEditRightAfterTheSnapshotIsNoSnapshot(t *testing.T) {
 	h.Decide(ctx, []schema.GroupVersionResource{configMaps})
 	for i, ns := range []string{"a", "a"} {
 		sink := newOrderSink()
-		s := h.Stream(ctx, "t", "base", Scope{GVR: configMaps, Namespace: ns}, Policy{}, sink)
+		s := h.Stream(ctx, "t", "base", document.Scope{GVR: configMaps, Namespace: ns}, document.Policy{}, sink)
 		defer s.Stop()
 		require.NoError(t, wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true,
 			func(context.Context) (bool, error) { return s.from.reg.HasSynced(), nil }))
@@ -233,13 +234,13 @@ type orderSink struct {
 
 func newOrderSink() *orderSink { return &orderSink{} }
 
-func (s *orderSink) Change(_ context.Context, _ string, ch Change) {
+func (s *orderSink) Change(_ context.Context, _ string, ch document.Change) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, fmt.Sprintf("change %s snapshot=%t", ch.Name, ch.Snapshot))
 }
 
-func (s *orderSink) Synced(context.Context, string, Scope) {
+func (s *orderSink) Synced(context.Context, string, document.Scope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, "synced")

@@ -1,4 +1,4 @@
-package watch
+package stream
 
 import (
 	"context"
@@ -20,7 +20,9 @@ import (
 	watchapi "k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
 
+	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -43,7 +45,7 @@ type blockingSink struct {
 	release chan struct{}
 
 	mu      sync.Mutex
-	changes []Change
+	changes []document.Change
 	synced  int
 	inside  int
 }
@@ -52,7 +54,7 @@ func newBlockingSink() *blockingSink {
 	return &blockingSink{entered: make(chan context.Context, 1), release: make(chan struct{})}
 }
 
-func (s *blockingSink) Change(ctx context.Context, _ string, ch Change) {
+func (s *blockingSink) Change(ctx context.Context, _ string, ch document.Change) {
 	s.mu.Lock()
 	s.changes = append(s.changes, ch)
 	first := len(s.changes) == 1
@@ -67,7 +69,7 @@ func (s *blockingSink) Change(ctx context.Context, _ string, ch Change) {
 	s.mu.Unlock()
 }
 
-func (s *blockingSink) Synced(context.Context, string, Scope) {
+func (s *blockingSink) Synced(context.Context, string, document.Scope) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.synced++
@@ -90,7 +92,7 @@ func TestStopWaitsForHandlers(t *testing.T) {
 		configMap(ns, "a"), configMap(ns, "b"), configMap(ns, "c"))
 	cms := client.Resource(configMaps).Namespace(ns)
 	sink := newBlockingSink()
-	s := StartStream(ctx, client, "key", "base", Scope{GVR: configMaps, Namespace: ns}, Policy{}, sink)
+	s := StartStream(ctx, client, "key", "base", document.Scope{GVR: configMaps, Namespace: ns}, document.Policy{}, sink)
 
 	// The first change of the initial list is now blocked inside the sink.
 	var handlerCtx context.Context
@@ -200,7 +202,7 @@ func TestExpiredWatchesAreCounted(t *testing.T) {
 		return true, w, nil
 	})
 	before := testutil.ToFloat64(metrics.WatchErrors.WithLabelValues("expired"))
-	s := StartStream(t.Context(), client, "key", "base", Scope{GVR: configMaps, Namespace: "demo"}, Policy{}, newBlockingSinkReleased())
+	s := StartStream(t.Context(), client, "key", "base", document.Scope{GVR: configMaps, Namespace: "demo"}, document.Policy{}, newBlockingSinkReleased())
 	defer s.Stop()
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return testutil.ToFloat64(metrics.WatchErrors.WithLabelValues("expired")) > before, nil
@@ -217,7 +219,7 @@ func newBlockingSinkReleased() *blockingSink {
 // A cached object keeps what its document and the stream need: not its
 // status, its last-applied copy or its managed field sets.
 func TestTrimKeepsWhatTheStreamReads(t *testing.T) {
-	u := parse(t, `apiVersion: v1
+	u := object(t, `apiVersion: v1
 kind: ConfigMap
 metadata:
   name: app
@@ -232,12 +234,12 @@ metadata:
 data: {color: blue}
 status: {phase: Ready}
 `)
-	before, err := Sanitize(configmaps, u)
+	before, err := document.Sanitize(configMaps.GroupResource(), u)
 	require.NoError(t, err)
 	out, err := trim(u)
 	require.NoError(t, err)
 	got := out.(*unstructured.Unstructured)
-	after, err := Sanitize(configmaps, got)
+	after, err := document.Sanitize(configMaps.GroupResource(), got)
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after), "the document is the same")
 	assert.Equal(t, "kustomize-controller", lastManager(got), "the newest manager is kept")
@@ -280,7 +282,7 @@ func TestTrimKeepsTheNewestManagerAsBefore(t *testing.T) {
 		"an offset, later": `[{manager: a, operation: Update, time: "2026-12-01T10:30:00Z"}, {manager: b, operation: Update, time: "2026-12-01T11:00:00+01:00"}]`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			u := parse(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  managedFields: "+fields+"\ndata: {a: b}\n")
+			u := object(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  managedFields: "+fields+"\ndata: {a: b}\n")
 			want := trimmedBefore(u.DeepCopy())
 			manager := ""
 			if len(want) > 0 {
@@ -294,4 +296,12 @@ func TestTrimKeepsTheNewestManagerAsBefore(t *testing.T) {
 			assert.Equal(t, manager, lastManager(got), "after trimming")
 		})
 	}
+}
+
+// object reads a YAML document into an object.
+func object(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))
+	return u
 }

@@ -1,4 +1,4 @@
-package watch
+package stream
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func toUnstructured(obj any) (*unstructured.Unstructured, error) {
 // stay. ConfigMaps and Secrets have no status.
 func trimTyped(obj metav1.Object) {
 	if ann := obj.GetAnnotations(); ann != nil {
-		delete(ann, lastApplied)
+		delete(ann, corev1.LastAppliedConfigAnnotation)
 		if len(ann) == 0 {
 			obj.SetAnnotations(nil)
 		}
