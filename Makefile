@@ -11,7 +11,7 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
-.PHONY: all build tools images test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen clean
+.PHONY: all build tools images test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen verify-architecture clean
 
 all: build
 
@@ -80,8 +80,8 @@ unit:
 integration:
 	$(GO) test -count=1 ./test/integration/...
 
-## verify: formatting, vet, fresh generated code, lint.
-verify: fmt vet verify-codegen lint
+## verify: formatting, vet, fresh generated code, lint, every package named in docs/architecture.md.
+verify: fmt vet verify-codegen verify-architecture lint
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -100,6 +100,9 @@ codegen:
 
 verify-codegen:
 	hack/verify-codegen.sh
+
+verify-architecture:
+	hack/verify-architecture.sh
 
 clean:
 	rm -rf bin _output
