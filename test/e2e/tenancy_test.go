@@ -270,7 +270,9 @@ func TestWorkersKeepTheirOwnCredentials(t *testing.T) {
 	tn.path = "bob"
 	tn.mirror("", ownConfigMaps)
 	kubectlOK(t, bob, "", "create", "configmap", "-n", tn.ns, "bobs", "--from-literal=a=1")
-	msg := waitCondition(t, 60*time.Second, v1.ConditionGitReachable, "False", "GitUnreachable", "gittarget", "-n", tn.ns, "site")
+	// The remote refuses his (absent) credentials for a push: his target
+	// stops before it mirrors anything (#27 finding 8).
+	msg := waitCondition(t, 60*time.Second, v1.ConditionGitReachable, "False", "PushNotAllowed", "gittarget", "-n", tn.ns, "site")
 	assert.Contains(t, strings.ToLower(msg), "authentication")
 	victim.barrier()
 	assert.Equal(t, "True", conditionStatus(victim.gitTarget().Status.Conditions, v1.ConditionReady),
@@ -287,9 +289,12 @@ spec:
   branch: main
   path: %s/%s
 `, tn.ns, tn.provider, mirrorPath, victim.ns), "apply", "--server-side", "-f", "-")
-	msg = waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "PathConflict", "gittarget", "-n", tn.ns, "overlap")
-	assert.Contains(t, msg, "a GitTarget of another namespace, created earlier")
-	assert.NotContains(t, msg, victim.ns+"/site", "who mirrors where is the other team's to tell (#27 finding 8)")
+	// Credentials that cannot push hold no folder: refused before the
+	// folder is even compared, and naming nobody.
+	msg = waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "PushNotAllowed", "gittarget", "-n", tn.ns, "overlap")
+	assert.NotContains(t, msg, victim.ns, "who mirrors where is the other team's to tell (#27 finding 8)")
+	victim.barrier()
+	assert.Equal(t, "True", conditionStatus(victim.gitTarget().Status.Conditions, v1.ConditionReady), "their mirror runs on")
 	noPlaintext(t, victim, password)
 }
 
