@@ -519,72 +519,43 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 	}
 }
 
+// mirrorInputs is what a mirror rests on once every precondition holds.
+type mirrorInputs struct {
+	kp          *v1.KubeProvider
+	gp          *v1.GitProvider
+	src         *source
+	auth        transport.AuthMethod
+	authFP      string
+	signer      gitrepo.Signer
+	signFP      string
+	sealer      worker.Sealer
+	sealFP      string
+	worker      *worker.Worker
+	workerKey   string
+	claim       *worker.Claim
+	appliedInto string
+	authors     *attribution.Resolver
+	scopes      []document.Scope
+	policies    map[document.Scope]document.Policy
+}
+
 func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *observed) *problem {
 	key := gt.Namespace + "/" + gt.Name
-	kp, err := c.kps.Get(gt.Spec.KubeProviderRef.Name)
-	if err != nil {
-		return problemf("KubeProviderNotFound", "KubeProvider %q does not exist: create it or fix spec.kubeProviderRef", gt.Spec.KubeProviderRef.Name)
-	}
-	allowed, err := tenancy.Consumer(ctx, kp, gt.Namespace, c.namespaceLabels)
-	if err != nil {
-		return asProblem(err, "KubeProviderCheckFailed")
-	}
-	if !allowed {
-		return problemf("KubeProviderNotLent", "KubeProvider %q does not admit GitTargets from namespace %q: add it to spec.consumerNamespaces",
-			kp.Name, gt.Namespace).in(areaConfig)
-	}
-	gp, err := c.gps.GitProviders(gt.Namespace).Get(gt.Spec.GitProviderRef.Name)
-	if err != nil {
-		return problemf("GitProviderNotFound", "GitProvider %q does not exist in namespace %q: create it or fix spec.gitProviderRef",
-			gt.Spec.GitProviderRef.Name, gt.Namespace).in(areaGit)
-	}
-	if !branchAllowed(gp, gt.Spec.Branch) {
-		return problemf("BranchNotAllowed", "branch %q is not in GitProvider %s's spec.allowedBranches", gt.Spec.Branch, gp.Name).in(areaConfig)
-	}
-	if p := c.secretsAuthorized(ctx, gp); p != nil {
+	in, p := c.preconditions(ctx, gt)
+	if p != nil {
 		return p
 	}
-	auth, authFP, err := c.gitAuth(ctx, gp)
+	var err error
+	in.worker, in.workerKey, err = c.worker(ctx, in.gp, gt.Spec.Branch, in.auth, in.authFP, in.signer, in.signFP)
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
-	// Before the folder is claimed: a target whose credentials may not push
-	// holds no folder against one whose may (overlapping).
-	if p := c.pushAllowed(ctx, key, gp, gt.Spec.Branch, auth, authFP); p != nil {
-		return p
-	}
-	if other := c.overlapping(gt, gp); other != nil {
-		if other.Namespace != gt.Namespace {
-			// Another team's: who mirrors where is theirs to tell.
-			return problemf("PathConflict", "a GitTarget of another namespace, created earlier, already mirrors into branch %s of this "+
-				"repository at a path that contains or lies inside %q: choose another path or branch", gt.Spec.Branch, gt.Spec.Path).in(areaConfig)
-		}
-		return problemf("PathConflict", "GitTarget %s/%s, created earlier, already mirrors into branch %s of this repository at path %q, "+
-			"which overlaps %q: choose a path that neither contains nor lies inside it", other.Namespace, other.Name, gt.Spec.Branch,
-			other.Spec.Path, gt.Spec.Path).in(areaConfig)
-	}
-	src, err := c.source(ctx, kp)
-	if err != nil {
-		return asProblem(err, "SourceUnreachable")
-	}
-	signer, signFP, err := c.signer(ctx, gp)
-	if err != nil {
-		return asProblem(err, "SigningKeyUnreadable").in(areaConfig)
-	}
-	sealer, sealFP, err := c.sealer(gt)
-	if err != nil {
-		return asProblem(err, "EncryptionInvalid").in(areaConfig)
-	}
-	w, wkey, err := c.worker(ctx, gp, gt.Spec.Branch, auth, authFP, signer, signFP)
-	if err != nil {
-		return asProblem(err, "GitUnreachable").in(areaGit)
-	}
-	scopes, credentials, statuses, err := c.scopes(ctx, gt, kp, src, st)
+	scopes, credentials, statuses, err := c.scopes(ctx, gt, in.kp, in.src, st)
 	// Rule statuses are written last: a hundred rules take a hundred
 	// writes, which need not hold up the streams.
 	defer statuses()
 	if err != nil {
-		c.release(wkey)
+		c.release(in.workerKey)
 		return asProblem(err, "DiscoveryFailed")
 	}
 	// A mirror whose repository or source changed starts over: the old
@@ -592,82 +563,158 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	// that stays the same starts from an empty state) and streams restart.
 	c.mu.Lock()
 	m := c.mirrors[key]
-	restart := m != nil && (m.workerKey != wkey || m.path != gt.Spec.Path || m.sourceFP != src.fingerprint)
+	restart := m != nil && (m.workerKey != in.workerKey || m.path != gt.Spec.Path || m.sourceFP != in.src.fingerprint)
 	c.mu.Unlock()
 	if restart {
 		c.teardown(key)
 	}
-	claim, appliedInto, err := c.claim(ctx, gt, gp.Spec.AuthorEmailDomain)
+	in.claim, in.appliedInto, err = c.claim(ctx, gt, in.gp.Spec.AuthorEmailDomain)
 	if err != nil {
-		c.release(wkey)
+		c.release(in.workerKey)
 		return asProblem(err, "SourceUnreachable")
 	}
-	authors := &attribution.Resolver{
-		Index: c.cfg.Facts, Provider: kp.Name, Consumer: key, Enabled: kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
-		Domain: gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email},
+	in.authors = &attribution.Resolver{
+		Index: c.cfg.Facts, Provider: in.kp.Name, Consumer: key, Enabled: in.kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
+		Domain: in.gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: in.gp.Spec.Committer.Name, Email: in.gp.Spec.Committer.Email},
 	}
-	policies := c.restreamCredentials(key, scopes, credentials, sealer != nil, sealFP)
-	gvrs := make([]schema.GroupVersionResource, 0, len(scopes))
+	in.scopes = scopes
+	in.policies = c.restreamCredentials(key, scopes, credentials, in.sealer != nil, in.sealFP)
+	c.setTarget(ctx, gt, in)
+	c.attach(gt, st, in)
+	return nil
+}
+
+// preconditions checks, in the order a user would fix them, what a mirror
+// rests on, and gathers it: the KubeProvider admits the namespace, the
+// GitProvider allows the branch and its Secrets are its writer's, its
+// credentials may push, no other target holds the folder, and the source,
+// signing key and recipients are usable.
+func (c *Controller) preconditions(ctx context.Context, gt *v1.GitTarget) (*mirrorInputs, *problem) {
+	in := &mirrorInputs{}
+	var err error
+	if in.kp, err = c.kps.Get(gt.Spec.KubeProviderRef.Name); err != nil {
+		return nil, problemf("KubeProviderNotFound", "KubeProvider %q does not exist: create it or fix spec.kubeProviderRef", gt.Spec.KubeProviderRef.Name)
+	}
+	allowed, err := tenancy.Consumer(ctx, in.kp, gt.Namespace, c.namespaceLabels)
+	if err != nil {
+		return nil, asProblem(err, "KubeProviderCheckFailed")
+	}
+	if !allowed {
+		return nil, problemf("KubeProviderNotLent", "KubeProvider %q does not admit GitTargets from namespace %q: add it to spec.consumerNamespaces",
+			in.kp.Name, gt.Namespace).in(areaConfig)
+	}
+	if in.gp, err = c.gps.GitProviders(gt.Namespace).Get(gt.Spec.GitProviderRef.Name); err != nil {
+		return nil, problemf("GitProviderNotFound", "GitProvider %q does not exist in namespace %q: create it or fix spec.gitProviderRef",
+			gt.Spec.GitProviderRef.Name, gt.Namespace).in(areaGit)
+	}
+	if !branchAllowed(in.gp, gt.Spec.Branch) {
+		return nil, problemf("BranchNotAllowed", "branch %q is not in GitProvider %s's spec.allowedBranches", gt.Spec.Branch, in.gp.Name).in(areaConfig)
+	}
+	if p := c.secretsAuthorized(ctx, in.gp); p != nil {
+		return nil, p
+	}
+	if in.auth, in.authFP, err = c.gitAuth(ctx, in.gp); err != nil {
+		return nil, asProblem(err, "GitUnreachable").in(areaGit)
+	}
+	// Before the folder is claimed: a target whose credentials may not push
+	// holds no folder against one whose may (overlapping).
+	if p := c.pushAllowed(ctx, gt.Namespace+"/"+gt.Name, in.gp, gt.Spec.Branch, in.auth, in.authFP); p != nil {
+		return nil, p
+	}
+	if other := c.overlapping(gt, in.gp); other != nil {
+		return nil, pathConflict(gt, other)
+	}
+	if in.src, err = c.source(ctx, in.kp); err != nil {
+		return nil, asProblem(err, "SourceUnreachable")
+	}
+	if in.signer, in.signFP, err = c.signer(ctx, in.gp); err != nil {
+		return nil, asProblem(err, "SigningKeyUnreadable").in(areaConfig)
+	}
+	if in.sealer, in.sealFP, err = c.sealer(gt); err != nil {
+		return nil, asProblem(err, "EncryptionInvalid").in(areaConfig)
+	}
+	return in, nil
+}
+
+// pathConflict says which target holds gt's folder; another team's is not
+// named: who mirrors where is theirs to tell.
+func pathConflict(gt, other *v1.GitTarget) *problem {
+	if other.Namespace != gt.Namespace {
+		return problemf("PathConflict", "a GitTarget of another namespace, created earlier, already mirrors into branch %s of this "+
+			"repository at a path that contains or lies inside %q: choose another path or branch", gt.Spec.Branch, gt.Spec.Path).in(areaConfig)
+	}
+	return problemf("PathConflict", "GitTarget %s/%s, created earlier, already mirrors into branch %s of this repository at path %q, "+
+		"which overlaps %q: choose a path that neither contains nor lies inside it", other.Namespace, other.Name, gt.Spec.Branch,
+		other.Spec.Path, gt.Spec.Path).in(areaConfig)
+}
+
+// setTarget tells the worker what the target is now.
+func (c *Controller) setTarget(ctx context.Context, gt *v1.GitTarget, in *mirrorInputs) {
+	gvrs := make([]schema.GroupVersionResource, 0, len(in.scopes))
 	kinds := map[schema.GroupVersionResource]string{}
 	c.mu.Lock()
-	served := src.served // what c.scopes resolved the rules against
+	served := in.src.served // what c.scopes resolved the rules against
 	c.mu.Unlock()
-	for _, s := range scopes {
+	for _, s := range in.scopes {
 		gvrs = append(gvrs, s.GVR)
 		kinds[s.GVR] = served.Kind(s.GVR)
 	}
-	src.informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
-	w.SetTarget(ctx, worker.Target{
-		Key:         key,
-		Namespace:   targetNamespace(appliedInto, gt.Spec.TargetNamespace, scopes),
-		Scopes:      scopes,
-		Claim:       claim,
+	in.src.informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
+	in.worker.SetTarget(ctx, worker.Target{
+		Key:         gt.Namespace + "/" + gt.Name,
+		Namespace:   targetNamespace(in.appliedInto, gt.Spec.TargetNamespace, in.scopes),
+		Scopes:      in.scopes,
+		Claim:       in.claim,
 		Applied:     gt.Spec.ApplierRef != nil,
 		AppliedBy:   appliedBy(gt),
 		Kinds:       kinds,
 		Path:        gt.Spec.Path,
 		Window:      worker.Window{Silence: gt.Spec.Commit.Window.Silence.Duration, MaxAge: gt.Spec.Commit.Window.MaxAge.Duration},
 		PruneAlways: gt.Spec.Prune != v1.PruneOnEvent,
-		Authors:     authors,
-		Seal:        sealer,
+		Authors:     in.authors,
+		Seal:        in.sealer,
 	})
+}
 
+// attach records the mirror and makes its streams those of the scopes:
+// new scopes start a stream, dropped ones stop theirs (outside c.mu).
+func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
+	key := gt.Namespace + "/" + gt.Name
 	var stopped []*stream.Stream
 	c.mu.Lock()
-	m = c.mirrors[key]
+	m := c.mirrors[key]
 	leaseKept := m == nil
 	if m == nil {
 		// The new mirror keeps the reference this reconcile took.
-		m = &mirrorState{workerKey: wkey, path: gt.Spec.Path, sourceFP: src.fingerprint, sealFP: sealFP,
+		m = &mirrorState{workerKey: in.workerKey, path: gt.Spec.Path, sourceFP: in.src.fingerprint, sealFP: in.sealFP,
 			streams: map[document.Scope]*stream.Stream{}, policies: map[document.Scope]string{}}
 		c.mirrors[key] = m
 	}
-	m.domain, m.unnamed = gp.Spec.AuthorEmailDomain, authors.Unnamed()
+	m.domain, m.unnamed = in.gp.Spec.AuthorEmailDomain, in.authors.Unnamed()
 	for scope, s := range m.streams {
-		if !slices.Contains(scopes, scope) {
+		if !slices.Contains(in.scopes, scope) {
 			stopped = append(stopped, s)
 			delete(m.streams, scope)
 			delete(m.policies, scope)
 		}
 	}
-	for _, scope := range scopes {
+	for _, scope := range in.scopes {
 		if _, ok := m.streams[scope]; !ok {
-			m.streams[scope] = src.informers.Stream(c.ctx, key, gt.Spec.Path, scope, policies[scope], w)
-			m.policies[scope] = policies[scope].String()
+			m.streams[scope] = in.src.informers.Stream(c.ctx, key, gt.Spec.Path, scope, in.policies[scope], in.worker)
+			m.policies[scope] = in.policies[scope].String()
 		}
 		st.streams = append(st.streams, m.streams[scope])
-		if scope.GVR.GroupResource() == document.SecretsResource && sealer == nil {
+		if scope.GVR.GroupResource() == document.SecretsResource && in.sealer == nil {
 			st.secrets = true
 		}
 	}
 	c.mu.Unlock()
 	if !leaseKept {
-		c.release(wkey) // the running mirror holds its own
+		c.release(in.workerKey) // the running mirror holds its own
 	}
 	for _, s := range stopped {
 		s.Stop()
 	}
-	return nil
 }
 
 // scopes resolves the GitTarget's rules against what the source serves and
