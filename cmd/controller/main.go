@@ -74,68 +74,7 @@ type options struct {
 func main() {
 	o := options{}
 	klog.InitFlags(nil)
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the control cluster (the one serving reverser.dev); in-cluster config when empty")
-	flag.StringVar(&o.dataDir, "data-dir", "reverser-controller-data", "directory for the branch workers' local repositories")
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint; empty turns it off")
-	flag.StringVar(&o.healthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address of /healthz and /readyz")
-	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "",
-		"address of Go's /debug/pprof/ profiles (CPU, heap, goroutines), for measuring; empty, the default, turns them off")
-	flag.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader with a coordination.k8s.io Lease, so only one replica mirrors")
-	flag.StringVar(&o.leaseNamespace, "leader-election-namespace", "reverser-system", "namespace of the leader election Lease")
-	flag.StringVar(&o.leaseName, "leader-election-id", "reverser-controller", "name of the leader election Lease")
-	flag.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 10*time.Second,
-		"how long a standby waits after the leader's last renewal before it takes over; with the retry period this bounds failover")
-	flag.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 7*time.Second,
-		"how long the leader keeps trying to renew before it gives up leading (and exits, to restart as a standby)")
-	flag.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to take or renew the Lease")
-	flag.DurationVar(&o.resync, "resync", 30*time.Second, "how often every GitTarget is reconciled again (re-resolving rules against discovery)")
-	flag.StringVar(&o.auditAddr, "audit-bind-address", "127.0.0.1:9444",
-		"HTTPS address of the audit ingress, POST /audit/<kubeprovider>; empty turns it off")
-	flag.StringVar(&o.auditCert, "audit-tls-cert-file", "", "serving certificate of the audit ingress; self-signed in --data-dir when empty")
-	flag.StringVar(&o.auditKey, "audit-tls-private-key-file", "", "key of --audit-tls-cert-file")
-	flag.StringVar(&o.auditClientCA, "audit-client-ca-file", "",
-		"CA whose client certificates may authenticate audit routes that list clientCertificateCommonNames")
-	flag.StringVar(&o.auditCASecret, "audit-ca-secret", "",
-		"Secret (namespace/name) holding the CA the audit ingress's serving certificate is issued from, created by the first replica; "+
-			"kube-apiserver's audit webhook kubeconfig trusts its ca.crt. Instead of --audit-tls-cert-file")
-	flag.StringVar(&o.auditService, "audit-service", "",
-		"selector-less Service (namespace/name) kube-apiserver's audit webhook reaches; the leader points its EndpointSlice at itself "+
-			"(--audit-advertise-address), and the audit certificate names it")
-	flag.StringVar(&o.auditAdvertise, "audit-advertise-address", "",
-		"this replica's address in --audit-service's EndpointSlice: the Pod IP in a cluster")
-	flag.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 32<<20,
-		"largest audit EventList accepted; larger ones get 413 and their facts are lost (RequestResponse events carry whole objects)")
-	flag.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held per KubeProvider; a provider's oldest are dropped first")
-	flag.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
-	flag.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
-		"how long a change waits for its audit fact before it is authored \"unknown (attribution unresolved)\"")
-	flag.DurationVar(&o.commitRequestTTL, "commit-request-ttl", time.Hour,
-		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
-	flag.DurationVar(&o.collect, "commit-request-collect-delay", 0,
-		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
-	flag.DurationVar(&o.settle, "commit-request-settle", 50*time.Millisecond,
-		"a saved window in which every change is attributed commits this long after the save arrived, without the rest of the collect delay; 0 always waits the collect delay")
-	flag.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
-		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
-	flag.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
-		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
-	flag.StringVar(&o.digestKeySecret, "sops-digest-key-secret", "reverser-sops-digest",
-		"the Secret in --secret-namespace holding the key of sealed Secrets' digests, which tell an unchanged Secret without decrypting it; created when absent")
-	flag.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
-		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
-	flag.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
-		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
-	flag.StringVar(&o.argoIdentities, "argocd-identities", "system:serviceaccount:argocd:argocd-application-controller",
-		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
-	flag.DurationVar(&o.authzFailureGrace, "authorization-failure-grace", 5*time.Minute,
-		"how long SubjectAccessReviews may fail before the controller's re-checks of rules, claims, GitProviders and saves count as refusals")
-	flag.DurationVar(&o.groupsMaxAge, "recorded-groups-max-age", tenancy.DefaultRecordedGroupsMaxAge,
-		"how long the groups recorded with a rule, claim or GitProvider count when its author's rights are checked again; after that the username alone")
-	flag.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
-		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
-	flag.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
-		"how often a claimed GitTarget's remote is looked at for commits someone else pushed, which its applier then applies (ForeignCommit)")
-	showVersion := flag.Bool("version", false, "print the version and exit")
+	showVersion := o.bindFlags(flag.CommandLine)
 	flag.Parse()
 	if *showVersion {
 		fmt.Println("reverser-controller version", version.Get())
@@ -155,6 +94,72 @@ func main() {
 		klog.ErrorS(err, "reverser-controller failed")
 		os.Exit(1)
 	}
+}
+
+// bindFlags defines the controller's flags on fs; it returns --version.
+func (o *options) bindFlags(fs *flag.FlagSet) (showVersion *bool) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the control cluster (the one serving reverser.dev); in-cluster config when empty")
+	fs.StringVar(&o.dataDir, "data-dir", "reverser-controller-data", "directory for the branch workers' local repositories")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "127.0.0.1:8080", "address of the Prometheus /metrics endpoint; empty turns it off")
+	fs.StringVar(&o.healthAddr, "health-probe-bind-address", "127.0.0.1:8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "",
+		"address of Go's /debug/pprof/ profiles (CPU, heap, goroutines), for measuring; empty, the default, turns them off")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader with a coordination.k8s.io Lease, so only one replica mirrors")
+	fs.StringVar(&o.leaseNamespace, "leader-election-namespace", "reverser-system", "namespace of the leader election Lease")
+	fs.StringVar(&o.leaseName, "leader-election-id", "reverser-controller", "name of the leader election Lease")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 10*time.Second,
+		"how long a standby waits after the leader's last renewal before it takes over; with the retry period this bounds failover")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 7*time.Second,
+		"how long the leader keeps trying to renew before it gives up leading (and exits, to restart as a standby)")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to take or renew the Lease")
+	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every GitTarget is reconciled again (re-resolving rules against discovery)")
+	fs.StringVar(&o.auditAddr, "audit-bind-address", "127.0.0.1:9444",
+		"HTTPS address of the audit ingress, POST /audit/<kubeprovider>; empty turns it off")
+	fs.StringVar(&o.auditCert, "audit-tls-cert-file", "", "serving certificate of the audit ingress; self-signed in --data-dir when empty")
+	fs.StringVar(&o.auditKey, "audit-tls-private-key-file", "", "key of --audit-tls-cert-file")
+	fs.StringVar(&o.auditClientCA, "audit-client-ca-file", "",
+		"CA whose client certificates may authenticate audit routes that list clientCertificateCommonNames")
+	fs.StringVar(&o.auditCASecret, "audit-ca-secret", "",
+		"Secret (namespace/name) holding the CA the audit ingress's serving certificate is issued from, created by the first replica; "+
+			"kube-apiserver's audit webhook kubeconfig trusts its ca.crt. Instead of --audit-tls-cert-file")
+	fs.StringVar(&o.auditService, "audit-service", "",
+		"selector-less Service (namespace/name) kube-apiserver's audit webhook reaches; the leader points its EndpointSlice at itself "+
+			"(--audit-advertise-address), and the audit certificate names it")
+	fs.StringVar(&o.auditAdvertise, "audit-advertise-address", "",
+		"this replica's address in --audit-service's EndpointSlice: the Pod IP in a cluster")
+	fs.Int64Var(&o.auditMaxBody, "audit-max-body-bytes", 32<<20,
+		"largest audit EventList accepted; larger ones get 413 and their facts are lost (RequestResponse events carry whole objects)")
+	fs.IntVar(&o.auditMaxFacts, "audit-max-facts", 200000, "most attribution facts held per KubeProvider; a provider's oldest are dropped first")
+	fs.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
+	fs.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
+		"how long a change waits for its audit fact before it is authored \"unknown (attribution unresolved)\"")
+	fs.DurationVar(&o.commitRequestTTL, "commit-request-ttl", time.Hour,
+		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
+	fs.DurationVar(&o.collect, "commit-request-collect-delay", 0,
+		"how long a saved window stays open after the save attaches, so the author's last edits join; 0 means the attribution grace")
+	fs.DurationVar(&o.settle, "commit-request-settle", 50*time.Millisecond,
+		"a saved window in which every change is attributed commits this long after the save arrived, without the rest of the collect delay; 0 always waits the collect delay")
+	fs.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
+		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
+	fs.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
+		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
+	fs.StringVar(&o.digestKeySecret, "sops-digest-key-secret", "reverser-sops-digest",
+		"the Secret in --secret-namespace holding the key of sealed Secrets' digests, which tell an unchanged Secret without decrypting it; created when absent")
+	fs.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
+		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
+	fs.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
+		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
+	fs.StringVar(&o.argoIdentities, "argocd-identities", "system:serviceaccount:argocd:argocd-application-controller",
+		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
+	fs.DurationVar(&o.authzFailureGrace, "authorization-failure-grace", 5*time.Minute,
+		"how long SubjectAccessReviews may fail before the controller's re-checks of rules, claims, GitProviders and saves count as refusals")
+	fs.DurationVar(&o.groupsMaxAge, "recorded-groups-max-age", tenancy.DefaultRecordedGroupsMaxAge,
+		"how long the groups recorded with a rule, claim, GitProvider or CommitRequest count when its author's rights are checked again; after that the username alone")
+	fs.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
+		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
+	fs.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
+		"how often a claimed GitTarget's remote is looked at for commits someone else pushed, which its applier then applies (ForeignCommit)")
+	return fs.Bool("version", false, "print the version and exit")
 }
 
 func (o options) validate() error {
@@ -212,9 +217,57 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	rev, err := versioned.NewForConfig(cfg)
+	cs, err := build(ctx, o, cfg, kube)
 	if err != nil {
 		return err
+	}
+	if o.auditAddr != "" {
+		ingress := &attribution.Ingress{Index: cs.facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: cs.mirror.AuditRoute}
+		if err := serveAudit(ctx, o, kube, ingress); err != nil {
+			return err
+		}
+	}
+	leading := make(chan struct{})
+	if err := serveEndpoints(ctx, o, cs.mirror, leading); err != nil {
+		return err
+	}
+	id, _ := os.Hostname()
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	endpoint := leaderEndpoint(o, kube, id)
+	runControllers := func(ctx context.Context) {
+		close(leading)
+		metrics.Leader.Set(1)
+		klog.InfoS("Leading", "identity", id)
+		if endpoint != nil {
+			go endpoint.Keep(ctx, o.resync)
+		}
+		cs.run(ctx)
+	}
+	if !o.leaderElect {
+		runControllers(ctx)
+		return nil
+	}
+	return lead(ctx, o, kube, id, runControllers)
+}
+
+// controllers are what the leader runs, sharing one informer factory, one
+// fact index and one authorizer.
+type controllers struct {
+	facts   *attribution.Index
+	mirror  *mirror.Controller
+	saves   *commitrequest.Controller
+	sources *commitrequest.Sources
+	held    *claims.Controller
+}
+
+func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Interface) (*controllers, error) {
+	rev, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	facts := attribution.NewIndex(o.auditMaxFacts, o.auditTTL)
 	factory := informers.NewSharedInformerFactory(rev, 0)
@@ -227,7 +280,7 @@ func run(ctx context.Context, o options) error {
 		WebhookRetryBackoff: genericoptions.DefaultAuthWebhookRetryBackoff(),
 	}.New()
 	if err != nil {
-		return fmt.Errorf("building the authorizer: %w", err)
+		return nil, fmt.Errorf("building the authorizer: %w", err)
 	}
 	authz = &tenancy.FailClosed{Next: authz, Grace: o.authzFailureGrace, Clock: clock.RealClock{}}
 	operations := claims.NewOperations()
@@ -242,30 +295,49 @@ func run(ctx context.Context, o options) error {
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
 		RecordedGroupsMaxAge: o.groupsMaxAge})
-	saves := commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
-		Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver,
-		RecordedGroupsMaxAge: o.groupsMaxAge}, rev, factory))
-	// Source clusters' CommitRequests, for KubeProviders whose
-	// spec.commitRequests serves them.
-	sources := commitrequest.NewSources(commitrequest.SourcesConfig{
-		Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout,
-			Savers: c.Saver},
-		Reverser: rev, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
-	})
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	held := claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync, Operations: operations,
-		NamespaceLabels: c.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge})
-	if o.auditAddr != "" {
-		ingress := &attribution.Ingress{Index: facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: c.AuditRoute}
-		if err := serveAudit(ctx, o, kube, ingress); err != nil {
-			return err
-		}
-	}
+	return &controllers{
+		facts:  facts,
+		mirror: c,
+		saves: commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
+			Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver,
+			RecordedGroupsMaxAge: o.groupsMaxAge}, rev, factory)),
+		// Source clusters' CommitRequests, for KubeProviders whose
+		// spec.commitRequests serves them.
+		sources: commitrequest.NewSources(commitrequest.SourcesConfig{
+			Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle,
+				SaveTimeout: o.saveTimeout, Savers: c.Saver},
+			Reverser: rev, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
+		}),
+		held: claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync,
+			Operations: operations, NamespaceLabels: c.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge}),
+	}, nil
+}
 
-	var leading = make(chan struct{})
+// run runs every controller until ctx ends.
+func (cs *controllers) run(ctx context.Context) {
+	go func() {
+		if err := cs.saves.Run(ctx, 2); err != nil {
+			klog.ErrorS(err, "CommitRequest controller stopped")
+		}
+	}()
+	go func() {
+		if err := cs.sources.Run(ctx); err != nil {
+			klog.ErrorS(err, "Source-cluster CommitRequest front ends stopped")
+		}
+	}()
+	go func() {
+		if err := cs.held.Run(ctx, 1); err != nil {
+			klog.ErrorS(err, "Applier claims controller stopped")
+		}
+	}()
+	if err := cs.mirror.Run(ctx, 2); err != nil {
+		klog.ErrorS(err, "Mirror controller stopped")
+	}
+}
+
+// serveEndpoints serves /healthz and /readyz (ready once leading and
+// synced; a standby is ready too), and, when asked, profiles and metrics.
+func serveEndpoints(ctx context.Context, o options, c *mirror.Controller, leading <-chan struct{}) error {
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -304,40 +376,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	return nil
+}
 
-	id, _ := os.Hostname()
-	id = fmt.Sprintf("%s_%d", id, os.Getpid())
-	endpoint := leaderEndpoint(o, kube, id)
-	runController := func(ctx context.Context) {
-		close(leading)
-		metrics.Leader.Set(1)
-		klog.InfoS("Leading", "identity", id)
-		if endpoint != nil {
-			go endpoint.Keep(ctx, o.resync)
-		}
-		go func() {
-			if err := saves.Run(ctx, 2); err != nil {
-				klog.ErrorS(err, "CommitRequest controller stopped")
-			}
-		}()
-		go func() {
-			if err := sources.Run(ctx); err != nil {
-				klog.ErrorS(err, "Source-cluster CommitRequest front ends stopped")
-			}
-		}()
-		go func() {
-			if err := held.Run(ctx, 1); err != nil {
-				klog.ErrorS(err, "Applier claims controller stopped")
-			}
-		}()
-		if err := c.Run(ctx, 2); err != nil {
-			klog.ErrorS(err, "Mirror controller stopped")
-		}
-	}
-	if !o.leaderElect {
-		runController(ctx)
-		return nil
-	}
+// lead runs f while this replica holds the leader election Lease.
+func lead(ctx context.Context, o options, kube kubernetes.Interface, id string, f func(context.Context)) error {
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName, kube.CoreV1(), kube.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {
@@ -347,7 +390,7 @@ func run(ctx context.Context, o options) error {
 		Lock: lock, ReleaseOnCancel: true,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: runController,
+			OnStartedLeading: f,
 			OnStoppedLeading: func() { klog.InfoS("Leadership lost", "identity", id) },
 		},
 	})
