@@ -17,6 +17,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/resolve"
+	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -44,52 +45,59 @@ func firstProblem(ps ...*problem) *problem {
 	return nil
 }
 
-// writeStatus reports what a reconcile observed, when it differs from what
-// the GitTarget says already.
-func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *observed) error {
-	key := gt.Namespace + "/" + gt.Name
+// reported is what the worker said of a target, as writeStatus reads it.
+type reported struct {
+	lastCommit, lastPush *v1.CommitRef
+	gitErr               error
+	refused              []string
+	unapplied            string
+}
+
+// reported reads the worker's reports of a target under c.mu.
+func (c *Controller) reported(key string) reported {
+	r := reported{unapplied: "Reverser has not compared the folder with the cluster yet: it does once every stream delivered its initial state " +
+		"and the applier's converge settled"}
 	c.mu.Lock()
-	rep := c.reports[key]
-	var lastCommit, lastPush *v1.CommitRef
-	var gitErr error
-	var refused []string
-	unapplied := "Reverser has not compared the folder with the cluster yet: it does once every stream delivered its initial state " +
-		"and the applier's converge settled"
-	if rep != nil {
-		lastCommit, lastPush, gitErr, refused = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused
+	defer c.mu.Unlock()
+	if rep := c.reports[key]; rep != nil {
+		r.lastCommit, r.lastPush, r.gitErr, r.refused = rep.lastCommit, rep.lastPush, rep.gitErr, rep.refused
 		if rep.judged {
-			unapplied = rep.unapplied
+			r.unapplied = rep.unapplied
 		}
 	}
-	c.mu.Unlock()
+	return r
+}
 
-	status := gt.Status.DeepCopy()
-	status.ObservedGeneration = gt.Generation
-	if lastCommit != nil {
-		status.LastCommit = lastCommit
-	}
-	if lastPush != nil {
-		status.LastPush = lastPush
-	}
-	running, failing, forbidden := int32(0), []string{}, []string{}
-	for _, s := range st.streams {
+// streamHealth counts a target's streams: running (delivered their initial
+// state), failing, and refused by the controller's own rights.
+type streamHealth struct {
+	running            int32
+	failing, forbidden []string
+}
+
+func healthOf(streams []*stream.Stream) streamHealth {
+	var h streamHealth
+	for _, s := range streams {
 		switch err := s.Err(); {
 		case apierrors.IsForbidden(err):
 			// The controller's own rights: name the grant that fixes it.
-			forbidden = append(forbidden, fmt.Sprintf("reverser-controller may not list and watch %s", s.Scope))
+			h.forbidden = append(h.forbidden, fmt.Sprintf("reverser-controller may not list and watch %s", s.Scope))
 		case err != nil:
-			failing = append(failing, fmt.Sprintf("%s: %v", s.Scope, err))
+			h.failing = append(h.failing, fmt.Sprintf("%s: %v", s.Scope, err))
 		case s.Synced():
-			running++
+			h.running++
 		}
 	}
-	status.Streams = v1.StreamCounts{Desired: int32(len(st.streams)), Running: running}
+	return h
+}
 
-	set := func(cond metav1.Condition) { meta.SetStatusCondition(&status.Conditions, cond) }
-	set(fromProblem(v1.ConditionSourceReachable, st.source, "Reachable", "The source cluster answers."))
+// gitReachable is the GitReachable condition, and the error of the local
+// clone when that is what failed (the remote is not to blame then).
+func gitReachable(st *observed, r reported) (metav1.Condition, *worker.LocalError) {
+	gitErr := r.gitErr
 	var localErr *worker.LocalError
 	if errors.As(gitErr, &localErr) {
-		gitErr = nil // the remote is not to blame
+		gitErr = nil
 	}
 	gitProblem := st.git
 	if gitProblem == nil && gitErr != nil {
@@ -97,50 +105,50 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	}
 	switch {
 	case gitProblem != nil:
-		set(fromProblem(v1.ConditionGitReachable, gitProblem, "", ""))
-	case lastPush != nil:
-		set(condition(v1.ConditionGitReachable, true, "Pushed", "The last push succeeded."))
-	default:
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1.ConditionGitReachable, Status: metav1.ConditionUnknown,
-			Reason: "NotYetPushed", Message: "Nothing has been pushed yet."})
+		return fromProblem(v1.ConditionGitReachable, gitProblem, "", ""), localErr
+	case r.lastPush != nil:
+		return condition(v1.ConditionGitReachable, true, "Pushed", "The last push succeeded."), localErr
 	}
-	streamsMsg := fmt.Sprintf("%d of %d streams watching.", running, len(st.streams))
-	if st.secrets {
-		streamsMsg += " Secrets are not written, since they are never written in clear: set spec.encryption.sops.ageRecipients to write them encrypted."
-	}
-	if len(st.refused) > 0 {
-		streamsMsg += " Refused: " + strings.Join(st.refused, "; ")
-	}
+	return metav1.Condition{Type: v1.ConditionGitReachable, Status: metav1.ConditionUnknown,
+		Reason: "NotYetPushed", Message: "Nothing has been pushed yet."}, localErr
+}
+
+// streamsRunning is the StreamsRunning condition; msg sums the streams up.
+func streamsRunning(st *observed, h streamHealth, msg string) metav1.Condition {
 	stopped := firstProblem(st.config, st.source, st.git)
 	switch {
-	case len(forbidden) > 0:
-		set(condition(v1.ConditionStreamsRunning, false, "Forbidden", strings.Join(forbidden, "; ")+
+	case len(h.forbidden) > 0:
+		return condition(v1.ConditionStreamsRunning, false, "Forbidden", strings.Join(h.forbidden, "; ")+
 			": for Secrets, bind ClusterRole reverser-controller-secrets to it in that namespace; for another kind, add a ClusterRole "+
-			"labelled reverser.dev/aggregate-to-controller: \"true\" that reads it (docs/install.md)"))
-	case len(failing) > 0:
-		set(condition(v1.ConditionStreamsRunning, false, "WatchFailed", strings.Join(failing, "; ")))
+			"labelled reverser.dev/aggregate-to-controller: \"true\" that reads it (docs/install.md)")
+	case len(h.failing) > 0:
+		return condition(v1.ConditionStreamsRunning, false, "WatchFailed", strings.Join(h.failing, "; "))
 	case len(st.streams) == 0 && stopped != nil:
-		set(condition(v1.ConditionStreamsRunning, false, "Stopped", "Not mirroring: "+stopped.message))
+		return condition(v1.ConditionStreamsRunning, false, "Stopped", "Not mirroring: "+stopped.message)
 	case len(st.streams) == 0 && len(st.refused) > 0:
-		set(condition(v1.ConditionStreamsRunning, false, "RulesRefused", strings.Join(st.refused, "; ")))
+		return condition(v1.ConditionStreamsRunning, false, "RulesRefused", strings.Join(st.refused, "; "))
 	case len(st.streams) == 0:
-		set(condition(v1.ConditionStreamsRunning, false, "NoRules", "No WatchRule or ClusterWatchRule selects anything for this GitTarget."))
-	case int(running) < len(st.streams):
-		set(condition(v1.ConditionStreamsRunning, false, "Starting", streamsMsg))
-	default:
-		set(condition(v1.ConditionStreamsRunning, true, "Watching", streamsMsg))
+		return condition(v1.ConditionStreamsRunning, false, "NoRules", "No WatchRule or ClusterWatchRule selects anything for this GitTarget.")
+	case int(h.running) < len(st.streams):
+		return condition(v1.ConditionStreamsRunning, false, "Starting", msg)
 	}
+	return condition(v1.ConditionStreamsRunning, true, "Watching", msg)
+}
 
-	ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Mirroring", Message: streamsMsg}
+// readiness sets Ready, and Stalled when a person must change something:
+// the first False of the conditions Ready sums up, else what keeps a
+// running mirror from being Ready.
+func readiness(gt *v1.GitTarget, st *observed, r reported, localErr *worker.LocalError, status *v1.GitTargetStatus, msg string) {
+	ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Mirroring", Message: msg}
 	for _, t := range []string{v1.ConditionSourceReachable, v1.ConditionGitReachable, v1.ConditionStreamsRunning} {
 		if c := meta.FindStatusCondition(status.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
 			ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message}
 			break
 		}
 	}
-	if unapplied != "" && gt.Spec.ApplierRef != nil && ready.Status == metav1.ConditionTrue {
+	if r.unapplied != "" && gt.Spec.ApplierRef != nil && ready.Status == metav1.ConditionTrue {
 		// Not Stalled: the applier's next converge may settle it.
-		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNotApplied, Message: unapplied}
+		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonNotApplied, Message: r.unapplied}
 	}
 	if localErr != nil && ready.Status == metav1.ConditionTrue {
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "CommitFailed", Message: fmt.Sprintf(
@@ -150,19 +158,50 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	switch {
 	case st.config != nil:
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: st.config.reason, Message: st.config.message}
-		set(condition(v1.ConditionStalled, true, st.config.reason, st.config.message))
-	case len(refused) > 0:
+		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionStalled, true, st.config.reason, st.config.message))
+	case len(r.refused) > 0:
 		// The other changes go on; these wait for a change of the
 		// repository or of the objects (docs/layout.md).
-		msg := strings.Join(refused, "; ") + ": edit the repository by hand, or change the object so it can be written"
+		msg := strings.Join(r.refused, "; ") + ": edit the repository by hand, or change the object so it can be written"
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonWriteRefused, Message: msg}
-		set(condition(v1.ConditionStalled, true, v1.ReasonWriteRefused, msg))
+		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionStalled, true, v1.ReasonWriteRefused, msg))
 	default:
 		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionStalled)
 	}
-	set(ready)
-	if int(running) < len(st.streams) {
-		set(condition(v1.ConditionReconciling, true, "Starting", streamsMsg))
+	meta.SetStatusCondition(&status.Conditions, ready)
+}
+
+// writeStatus reports what a reconcile observed, when it differs from what
+// the GitTarget says already.
+func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *observed) error {
+	key := gt.Namespace + "/" + gt.Name
+	r := c.reported(key)
+	status := gt.Status.DeepCopy()
+	status.ObservedGeneration = gt.Generation
+	if r.lastCommit != nil {
+		status.LastCommit = r.lastCommit
+	}
+	if r.lastPush != nil {
+		status.LastPush = r.lastPush
+	}
+	h := healthOf(st.streams)
+	status.Streams = v1.StreamCounts{Desired: int32(len(st.streams)), Running: h.running}
+	starting := int(h.running) < len(st.streams)
+
+	meta.SetStatusCondition(&status.Conditions, fromProblem(v1.ConditionSourceReachable, st.source, "Reachable", "The source cluster answers."))
+	git, localErr := gitReachable(st, r)
+	meta.SetStatusCondition(&status.Conditions, git)
+	msg := fmt.Sprintf("%d of %d streams watching.", h.running, len(st.streams))
+	if st.secrets {
+		msg += " Secrets are not written, since they are never written in clear: set spec.encryption.sops.ageRecipients to write them encrypted."
+	}
+	if len(st.refused) > 0 {
+		msg += " Refused: " + strings.Join(st.refused, "; ")
+	}
+	meta.SetStatusCondition(&status.Conditions, streamsRunning(st, h, msg))
+	readiness(gt, st, r, localErr, status, msg)
+	if starting {
+		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReconciling, true, "Starting", msg))
 	} else {
 		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionReconciling)
 	}
@@ -177,7 +216,7 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 		c.queue.Add(key) // decided from a stale copy: decide again
 		return nil
 	}
-	if err == nil && int(running) < len(st.streams) {
+	if err == nil && starting {
 		c.queue.AddAfter(key, 500*time.Millisecond) // report streams as they finish their initial state
 	}
 	return err
