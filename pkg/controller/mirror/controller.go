@@ -71,6 +71,7 @@ import (
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
+	reverserv1alpha1 "reverser.dev/reverser/pkg/generated/informers/externalversions/reverser/v1alpha1"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/resolve"
@@ -254,6 +255,12 @@ func New(cfg Config) *Controller {
 		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
 		sources: map[string]*source{}, reports: map[string]*report{}, pushable: map[string]string{},
 	}
+	c.watchInputs(r, kube, namespaces)
+	return c
+}
+
+// watchInputs enqueues the GitTargets each input concerns when it changes.
+func (c *Controller) watchInputs(r reverserv1alpha1.Interface, kube, namespaces kubeinformers.SharedInformerFactory) {
 	enqueueTarget := func(obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -316,7 +323,6 @@ func New(cfg Config) *Controller {
 		UpdateFunc: c.namespaceUpdated,
 	})
 	utilruntime.Must(err)
-	return c
 }
 
 // namespaceLabelsOnly is the Namespaces informer's transform: the cache
@@ -762,34 +768,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	wrs := targetRules(rules, gt)
 	checked, err := checkRules(ctx, wrs, func(ctx context.Context, wr *v1.WatchRule) (checkedRule, error) {
-		ns := wr.Spec.SourceNamespace
-		if ns == "" {
-			ns = wr.Namespace
-		}
-		res := resolve.Rules(wr.Spec.Rules, served, true)
-		secrets := slices.ContainsFunc(res.GVRs, func(gvr schema.GroupVersionResource) bool { return gvr.GroupResource() == document.SecretsResource })
-		lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, secrets, c.namespaceLabels)
-		if err != nil {
-			return checkedRule{}, err
-		}
-		var denied *problem
-		switch {
-		case !lent && secrets && !kp.Spec.InCluster:
-			denied = problemf("NotLent", "KubeProvider %s does not lend the Secrets of source namespace %q to namespace %q: its admin adds a "+
-				"spec.lend entry for it with secrets: true, or the rule leaves Secrets out", kp.Name, ns, wr.Namespace)
-		case !lent:
-			denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry "+
-				"(or, for the namespace of the rule's own name, spec.lendSameNamespaces)", kp.Name, ns, wr.Namespace)
-		}
-		if denied == nil {
-			if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
-				return checkedRule{}, err
-			}
-			if denied == nil {
-				denied = unencrypted(gt, wr.Spec.Rules)
-			}
-		}
-		return checkedRule{res: res, ns: ns, denied: denied}, nil
+		return c.checkRule(ctx, gt, kp, served, wr)
 	})
 	if err != nil {
 		return nil, nil, statuses, err
@@ -803,18 +782,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	cwrs := targetClusterRules(crules, gt)
 	checked, err = checkRules(ctx, cwrs, func(ctx context.Context, cwr *v1.ClusterWatchRule) (checkedRule, error) {
-		res := resolve.Rules(cwr.Spec.Rules, served, false)
-		var denied *problem
-		var err error
-		if !accepts(gt.Spec.AcceptClusterWatchRules, cwr.Name) {
-			denied = problemf("NotAccepted", "GitTarget %s/%s does not accept this ClusterWatchRule: its owner adds %q to spec.acceptClusterWatchRules",
-				gt.Namespace, gt.Name, cwr.Name)
-		} else if denied, err = c.authorized(ctx, kp, cwr.Status.AuthorizedBy, res.GVRs, ""); err != nil {
-			return checkedRule{}, err
-		} else if denied == nil {
-			denied = unencrypted(gt, cwr.Spec.Rules)
-		}
-		return checkedRule{res: res, denied: denied}, nil
+		return c.checkClusterRule(ctx, gt, kp, served, cwr)
 	})
 	if err != nil {
 		return nil, nil, statuses, err
@@ -825,6 +793,60 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		})
 	}
 	return scopes, credentials, statuses, nil
+}
+
+// checkRule resolves a WatchRule and decides whether it may feed gt: its
+// source namespace lent (Secrets explicitly, on a remote provider), its
+// author still allowed to read what it selects, its credentials encrypted.
+func (c *Controller) checkRule(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, served resolve.Served,
+	wr *v1.WatchRule) (checkedRule, error) {
+	ns := wr.Spec.SourceNamespace
+	if ns == "" {
+		ns = wr.Namespace
+	}
+	res := resolve.Rules(wr.Spec.Rules, served, true)
+	secrets := slices.ContainsFunc(res.GVRs, func(gvr schema.GroupVersionResource) bool { return gvr.GroupResource() == document.SecretsResource })
+	lent, err := tenancy.Lends(ctx, kp, wr.Namespace, ns, secrets, c.namespaceLabels)
+	if err != nil {
+		return checkedRule{}, err
+	}
+	var denied *problem
+	switch {
+	case !lent && secrets && !kp.Spec.InCluster:
+		denied = problemf("NotLent", "KubeProvider %s does not lend the Secrets of source namespace %q to namespace %q: its admin adds a "+
+			"spec.lend entry for it with secrets: true, or the rule leaves Secrets out", kp.Name, ns, wr.Namespace)
+	case !lent:
+		denied = problemf("NotLent", "KubeProvider %s does not lend source namespace %q to namespace %q: its admin adds a spec.lend entry "+
+			"(or, for the namespace of the rule's own name, spec.lendSameNamespaces)", kp.Name, ns, wr.Namespace)
+	}
+	if denied == nil {
+		if denied, err = c.authorized(ctx, kp, wr.Status.AuthorizedBy, res.GVRs, ns); err != nil {
+			return checkedRule{}, err
+		}
+		if denied == nil {
+			denied = unencrypted(gt, wr.Spec.Rules)
+		}
+	}
+	return checkedRule{res: res, ns: ns, denied: denied}, nil
+}
+
+// checkClusterRule resolves a ClusterWatchRule and decides whether it may
+// feed gt: accepted by the target, its author still allowed, its
+// credentials encrypted.
+func (c *Controller) checkClusterRule(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, served resolve.Served,
+	cwr *v1.ClusterWatchRule) (checkedRule, error) {
+	res := resolve.Rules(cwr.Spec.Rules, served, false)
+	var denied *problem
+	var err error
+	if !accepts(gt.Spec.AcceptClusterWatchRules, cwr.Name) {
+		denied = problemf("NotAccepted", "GitTarget %s/%s does not accept this ClusterWatchRule: its owner adds %q to spec.acceptClusterWatchRules",
+			gt.Namespace, gt.Name, cwr.Name)
+	} else if denied, err = c.authorized(ctx, kp, cwr.Status.AuthorizedBy, res.GVRs, ""); err != nil {
+		return checkedRule{}, err
+	} else if denied == nil {
+		denied = unencrypted(gt, cwr.Spec.Rules)
+	}
+	return checkedRule{res: res, denied: denied}, nil
 }
 
 // checkedRule is what a rule feeds, from which namespace ("" for a
