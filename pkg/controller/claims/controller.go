@@ -43,7 +43,9 @@ import (
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/controller/loop"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
+	typedv1alpha1 "reverser.dev/reverser/pkg/generated/clientset/versioned/typed/reverser/v1alpha1"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
+	reverserv1alpha1 "reverser.dev/reverser/pkg/generated/informers/externalversions/reverser/v1alpha1"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/worker"
@@ -174,7 +176,6 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg, targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "applierclaims"})}
-	fluxClaims, argoClaims := r.FluxClaims().Lister(), r.ArgoCDClaims().Lister()
 	c.kinds = map[v1.ApplierKind]*claimKind{
 		v1.ApplierKindFluxClaim: {kind: v1.ApplierKindFluxClaim, group: v1.FluxKustomizations.Group,
 			resource: v1.FluxKustomizations.Resource, what: "Kustomization", schedule: "Flux keeps its own schedule",
@@ -183,43 +184,18 @@ func New(cfg Config) *Controller {
 			resource: v1.ArgoCDApplications.Resource, what: "Application", schedule: "Argo CD keeps its own automated sync",
 			holder: &applier.ArgoCD{Client: cfg.Dynamic}},
 	}
-	c.kinds[v1.ApplierKindFluxClaim].get = func(ns, name string) (*claim, error) {
-		fc, err := fluxClaims.FluxClaims(ns).Get(name)
-		if err != nil {
-			return nil, err
-		}
-		fc = fc.DeepCopy()
-		return &claim{kind: c.kinds[v1.ApplierKindFluxClaim], meta: &fc.ObjectMeta, status: &fc.Status, kubeProvider: fc.Spec.KubeProviderRef.Name,
-			target: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name},
-			update: func(ctx context.Context) error {
-				_, err := api.FluxClaims(ns).Update(ctx, fc, metav1.UpdateOptions{})
-				return err
-			},
-			updateStatus: func(ctx context.Context) error {
-				_, err := api.FluxClaims(ns).UpdateStatus(ctx, fc, metav1.UpdateOptions{})
-				return err
-			}}, nil
-	}
-	c.kinds[v1.ApplierKindArgoCDClaim].get = func(ns, name string) (*claim, error) {
-		ac, err := argoClaims.ArgoCDClaims(ns).Get(name)
-		if err != nil {
-			return nil, err
-		}
-		ac = ac.DeepCopy()
-		return &claim{kind: c.kinds[v1.ApplierKindArgoCDClaim], meta: &ac.ObjectMeta, status: &ac.Status, kubeProvider: ac.Spec.KubeProviderRef.Name,
-			target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name},
-			update: func(ctx context.Context) error {
-				_, err := api.ArgoCDClaims(ns).Update(ctx, ac, metav1.UpdateOptions{})
-				return err
-			},
-			updateStatus: func(ctx context.Context) error {
-				_, err := api.ArgoCDClaims(ns).UpdateStatus(ctx, ac, metav1.UpdateOptions{})
-				return err
-			}}, nil
-	}
+	c.kinds[v1.ApplierKindFluxClaim].get = fluxClaims(c.kinds[v1.ApplierKindFluxClaim], r.FluxClaims().Lister(), api)
+	c.kinds[v1.ApplierKindArgoCDClaim].get = argoCDClaims(c.kinds[v1.ApplierKindArgoCDClaim], r.ArgoCDClaims().Lister(), api)
 	cfg.Operations.mu.Lock()
 	cfg.Operations.notify = c.queue.Add
 	cfg.Operations.mu.Unlock()
+	c.watch(r)
+	return c
+}
+
+// watch enqueues the claims that changed, and those a GitTarget starts or
+// stops naming.
+func (c *Controller) watch(r reverserv1alpha1.Interface) {
 	enqueue := func(kind v1.ApplierKind) func(obj any) {
 		return func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -247,7 +223,48 @@ func New(cfg Config) *Controller {
 		AddFunc: byTarget, DeleteFunc: byTarget, UpdateFunc: func(old, obj any) { byTarget(old); byTarget(obj) }})
 	utilruntime.Must(err)
 	c.synced = append(c.synced, r.GitTargets().Informer().HasSynced, r.KubeProviders().Informer().HasSynced)
-	return c
+}
+
+// fluxClaims reads a FluxClaim as a claim.
+func fluxClaims(kind *claimKind, lister listers.FluxClaimLister, api typedv1alpha1.ReverserV1alpha1Interface) func(ns, name string) (*claim, error) {
+	return func(ns, name string) (*claim, error) {
+		fc, err := lister.FluxClaims(ns).Get(name)
+		if err != nil {
+			return nil, err
+		}
+		fc = fc.DeepCopy()
+		return &claim{kind: kind, meta: &fc.ObjectMeta, status: &fc.Status, kubeProvider: fc.Spec.KubeProviderRef.Name,
+			target: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name},
+			update: func(ctx context.Context) error {
+				_, err := api.FluxClaims(ns).Update(ctx, fc, metav1.UpdateOptions{})
+				return err
+			},
+			updateStatus: func(ctx context.Context) error {
+				_, err := api.FluxClaims(ns).UpdateStatus(ctx, fc, metav1.UpdateOptions{})
+				return err
+			}}, nil
+	}
+}
+
+// argoCDClaims reads an ArgoCDClaim as a claim.
+func argoCDClaims(kind *claimKind, lister listers.ArgoCDClaimLister, api typedv1alpha1.ReverserV1alpha1Interface) func(ns, name string) (*claim, error) {
+	return func(ns, name string) (*claim, error) {
+		ac, err := lister.ArgoCDClaims(ns).Get(name)
+		if err != nil {
+			return nil, err
+		}
+		ac = ac.DeepCopy()
+		return &claim{kind: kind, meta: &ac.ObjectMeta, status: &ac.Status, kubeProvider: ac.Spec.KubeProviderRef.Name,
+			target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name},
+			update: func(ctx context.Context) error {
+				_, err := api.ArgoCDClaims(ns).Update(ctx, ac, metav1.UpdateOptions{})
+				return err
+			},
+			updateStatus: func(ctx context.Context) error {
+				_, err := api.ArgoCDClaims(ns).UpdateStatus(ctx, ac, metav1.UpdateOptions{})
+				return err
+			}}, nil
+	}
 }
 
 // Run holds claims until ctx is done.
