@@ -299,17 +299,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	targetKey := targetNamespace(cr) + "/" + cr.Spec.GitTargetRef.Name
 	gt, err := c.targets.GitTargets(targetNamespace(cr)).Get(cr.Spec.GitTargetRef.Name)
 	if apierrors.IsNotFound(err) {
-		attach := attachTimeout(cr)
-		if ready != nil {
-			// Claimed, and the GitTarget is gone: the save cannot happen.
-			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true,
-				message: fmt.Sprintf("GitTarget %s was deleted before the save", targetKey)})
-		}
-		if wait := cr.CreationTimestamp.Add(attach).Sub(c.cfg.Clock.Now()); wait > 0 {
-			return wait, nil
-		}
-		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonGitTargetNotFound, message: fmt.Sprintf(
-			"GitTarget %s does not exist (waited spec.window.attachTimeout, %s): create it or fix spec.gitTargetRef", targetKey, attach)})
+		return c.withoutTarget(ctx, cr, ready != nil, targetKey)
 	}
 	if err != nil {
 		return 0, err
@@ -353,27 +343,47 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 			return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNotAllowed, message: refusal})
 		}
 	}
+	if ready == nil || cr.Status.GitTargetUID != string(gt.UID) {
+		return c.claim(ctx, cr, gt, targetKey, who)
+	}
+	return c.save(ctx, cr, gt, targetKey, who)
+}
+
+// withoutTarget decides a request whose GitTarget does not exist: a
+// claimed one cannot be saved any more; an unclaimed one waits
+// spec.window.attachTimeout for it to be created.
+func (c *Controller) withoutTarget(ctx context.Context, cr *v1.CommitRequest, claimed bool, targetKey string) (time.Duration, error) {
+	attach := attachTimeout(cr)
+	if claimed {
+		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true,
+			message: fmt.Sprintf("GitTarget %s was deleted before the save", targetKey)})
+	}
+	if wait := cr.CreationTimestamp.Add(attach).Sub(c.cfg.Clock.Now()); wait > 0 {
+		return wait, nil
+	}
+	return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonGitTargetNotFound, message: fmt.Sprintf(
+		"GitTarget %s does not exist (waited spec.window.attachTimeout, %s): create it or fix spec.gitTargetRef", targetKey, attach)})
+}
+
+// claim is the first status write, before anything is saved: it names the
+// GitTarget (by uid) and records the author where no API server stamped
+// one. The update's event brings the claimed request back to reconcile.
+func (c *Controller) claim(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitTarget, targetKey string, who Requester) (time.Duration, error) {
 	author := "nobody named (the cluster sends no audit events)"
 	if who.User != nil {
 		author = who.User.Username
 	}
-
-	// The claim: the first status write, before anything is saved. It
-	// records the author where no API server stamped one.
-	if ready == nil || cr.Status.GitTargetUID != string(gt.UID) {
-		updated := cr.DeepCopy()
-		updated.Status.GitTargetUID = string(gt.UID)
-		updated.Status.ObservedGeneration = cr.Generation
-		updated.Status.Author = who.User
-		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
-			Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)})
-		_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return time.Millisecond, nil // decided from a stale copy: read again and decide again
-		}
-		return 0, err // the update's event brings the claimed request back here
+	updated := cr.DeepCopy()
+	updated.Status.GitTargetUID = string(gt.UID)
+	updated.Status.ObservedGeneration = cr.Generation
+	updated.Status.Author = who.User
+	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
+		Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)})
+	_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return time.Millisecond, nil // decided from a stale copy: read again and decide again
 	}
-	return c.save(ctx, cr, gt, targetKey, who)
+	return 0, err
 }
 
 // maySave asks, before the claim, whether the request's author may still
@@ -395,6 +405,22 @@ func (c *Controller) maySave(ctx context.Context, a *v1.Author, gt *v1.GitTarget
 	}
 	return fmt.Sprintf("user %q may no longer save GitTarget %s/%s: it needs verb %q on resource \"gittargets\" in API group %q",
 		a.Username, gt.Namespace, gt.Name, v1.VerbSave, v1.GroupName) + tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge), nil
+}
+
+// notMirrored decides a request whose GitTarget is not mirrored (yet): it
+// waits as long as the attach may, and after a restart long enough for the
+// mirror to come back, so a save made before the restart is found rather
+// than denied.
+func (c *Controller) notMirrored(ctx context.Context, cr *v1.CommitRequest, targetKey string) (time.Duration, error) {
+	deadline := cr.CreationTimestamp.Add(attachTimeout(cr))
+	if resume := c.started.Add(time.Minute); resume.After(deadline) {
+		deadline = resume
+	}
+	if c.cfg.Clock.Now().Before(deadline) {
+		return time.Second, nil
+	}
+	return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true, message: fmt.Sprintf(
+		"No window to save: GitTarget %s is not mirrored; its Ready condition says why.", targetKey)})
 }
 
 // save hands the claimed request to its worker once, and writes the outcome
@@ -421,18 +447,7 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 	}
 	target, ok := c.cfg.Savers(targetKey)
 	if !ok {
-		// The GitTarget is not mirrored (yet): wait as long as the attach may,
-		// and after a restart long enough for the mirror to come back, so a
-		// save made before the restart is found rather than denied.
-		deadline := cr.CreationTimestamp.Add(attachTimeout(cr))
-		if resume := c.started.Add(time.Minute); resume.After(deadline) {
-			deadline = resume
-		}
-		if c.cfg.Clock.Now().Before(deadline) {
-			return time.Second, nil
-		}
-		return 0, c.finish(ctx, cr, outcome{reason: v1.ReasonNoWindow, ok: true, message: fmt.Sprintf(
-			"No window to save: GitTarget %s is not mirrored; its Ready condition says why.", targetKey)})
+		return c.notMirrored(ctx, cr, targetKey)
 	}
 	f = &flight{}
 	c.mu.Lock()
