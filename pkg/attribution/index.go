@@ -286,33 +286,11 @@ var connectSubresources = map[string]bool{"proxy": true, "exec": true, "attach":
 //   - deletecollection: one delete fact per deleted item of the response's
 //     list.
 func factsOf(provider string, ev *auditv1.Event, now time.Time) []keyedFact {
-	if ev.Stage != auditv1.StageResponseComplete || ev.ObjectRef == nil {
-		return nil
-	}
-	if ev.ResponseStatus != nil && (ev.ResponseStatus.Code < 200 || ev.ResponseStatus.Code > 299) {
-		return nil
-	}
-	if dryRun(ev.RequestURI) {
+	if !writes(ev) {
 		return nil
 	}
 	ref := ev.ObjectRef
 	sub := ref.Subresource
-	switch ev.Verb {
-	case "create":
-		if sub != "" {
-			return nil
-		}
-	case "update", "patch":
-		if connectSubresources[sub] {
-			return nil
-		}
-	case "delete", "deletecollection":
-		if sub != "" {
-			return nil
-		}
-	default:
-		return nil
-	}
 	resp, ok := decodeResponse(ev)
 	if !ok {
 		return nil
@@ -326,20 +304,7 @@ func factsOf(provider string, ev *auditv1.Event, now time.Time) []keyedFact {
 
 	switch ev.Verb {
 	case "deletecollection":
-		items := resp.items()
-		out := make([]keyedFact, 0, len(items))
-		for _, item := range items {
-			k := base
-			k.Name, k.UID, k.ResourceVersion = item.Metadata.Name, item.Metadata.UID, DeleteMarker
-			if item.Metadata.Namespace != "" {
-				k.Namespace = item.Metadata.Namespace
-			}
-			if k.Name == "" || k.UID == "" {
-				continue
-			}
-			out = append(out, keyedFact{key: k, fact: f, requested: requested})
-		}
-		return out
+		return collectionDeletes(base, resp, keyedFact{fact: f, requested: requested})
 	case "delete":
 		k := base
 		k.Name, k.ResourceVersion = ref.Name, DeleteMarker
@@ -379,6 +344,49 @@ func factsOf(provider string, ev *auditv1.Event, now time.Time) []keyedFact {
 		return nil
 	}
 	return []keyedFact{{key: k, fact: f, requested: requested}}
+}
+
+// writes says whether an event is a successful, persisted write that can
+// make a fact: complete, 2xx, not a dry run, and a verb (and subresource)
+// that writes a version of the object or deletes it.
+func writes(ev *auditv1.Event) bool {
+	if ev.Stage != auditv1.StageResponseComplete || ev.ObjectRef == nil {
+		return false
+	}
+	if ev.ResponseStatus != nil && (ev.ResponseStatus.Code < 200 || ev.ResponseStatus.Code > 299) {
+		return false
+	}
+	if dryRun(ev.RequestURI) {
+		return false
+	}
+	switch sub := ev.ObjectRef.Subresource; ev.Verb {
+	case "create", "delete", "deletecollection":
+		return sub == ""
+	case "update", "patch":
+		return !connectSubresources[sub]
+	}
+	return false
+}
+
+// collectionDeletes is one delete fact, like proto, per deleted item of a
+// deletecollection's response.
+func collectionDeletes(base Key, resp response, proto keyedFact) []keyedFact {
+	items := resp.items()
+	out := make([]keyedFact, 0, len(items))
+	for _, item := range items {
+		k := base
+		k.Name, k.UID, k.ResourceVersion = item.Metadata.Name, item.Metadata.UID, DeleteMarker
+		if item.Metadata.Namespace != "" {
+			k.Namespace = item.Metadata.Namespace
+		}
+		if k.Name == "" || k.UID == "" {
+			continue
+		}
+		kf := proto
+		kf.key = k
+		out = append(out, kf)
+	}
+	return out
 }
 
 func userOf(ev *auditv1.Event) User {
