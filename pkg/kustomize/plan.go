@@ -328,29 +328,7 @@ func (pl *Planner) planOne(files Files, dir string, before []Object, ch Change) 
 	if o.Source.Unknown != "" {
 		return nil, "", refuse(ch.ID, "%s", o.Source.Unknown)
 	}
-	var edits []Edit
-	var err error
-	if o.Source.Kind == FromGenerator {
-		edits, err = planGenerated(files, o, ch)
-		if err == nil && len(edits) > 0 && !under(o.Source.File, dir) {
-			err = refuse(ch.ID, "its generator is in %s, a base outside %s that other folders may build too", o.Source.File, dir)
-			edits = nil
-		}
-	} else {
-		var patched []Edit
-		var done bool
-		patched, ch, err = planPatched(files, dir, o, ch)
-		switch {
-		case err != nil:
-		case len(patched) > 0 && equalYAML(ch.Old, ch.New):
-			edits = patched // the patches say all of it
-		default:
-			if edits, done, err = planTransformed(files, dir, o, ch); err == nil && !done {
-				edits, err = planDocument(files, dir, o, ch)
-			}
-			edits = append(patched, edits...)
-		}
-	}
+	edits, ch, err := planSource(files, dir, o, ch)
 	for _, e := range edits {
 		if err == nil && !under(e.File, dir) {
 			// A GitTarget writes its own folder only: another target's, or
@@ -367,6 +345,31 @@ func (pl *Planner) planOne(files Files, dir string, before []Object, ch Change) 
 		err = rendersAs(o, ch)
 	}
 	return edits, verb, err
+}
+
+// planSource writes a change into where the render takes the object from:
+// its generator's entry, or the patches, transformers and document that
+// make it, in that order. It returns the change as the patches left it.
+func planSource(files Files, dir string, o Object, ch Change) ([]Edit, Change, error) {
+	if o.Source.Kind == FromGenerator {
+		edits, err := planGenerated(files, o, ch)
+		if err == nil && len(edits) > 0 && !under(o.Source.File, dir) {
+			return nil, ch, refuse(ch.ID, "its generator is in %s, a base outside %s that other folders may build too", o.Source.File, dir)
+		}
+		return edits, ch, err
+	}
+	patched, ch, err := planPatched(files, dir, o, ch)
+	switch {
+	case err != nil:
+		return nil, ch, err
+	case len(patched) > 0 && equalYAML(ch.Old, ch.New):
+		return patched, ch, nil // the patches say all of it
+	}
+	edits, done, err := planTransformed(files, dir, o, ch)
+	if err == nil && !done {
+		edits, err = planDocument(files, dir, o, ch)
+	}
+	return append(patched, edits...), ch, err
 }
 
 // fix says how to tell the planner the folder's namespace, when it does
