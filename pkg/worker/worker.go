@@ -860,10 +860,19 @@ func (w *Worker) sortedTargets() []string {
 	return keys
 }
 
-// commitWindow turns a closed window into a commit of what actually changed.
-// The window, and its save, are forgotten only once the commit exists: after
-// an error both are still there for the next try.
-func (w *Worker) commitWindow(t *target, win *window, reason string) error {
+// windowWrite is what a closed window writes: layout documents (nil
+// content deletes them) and the objects they hold, changes of kustomize
+// sources, and the lines of the commit message.
+type windowWrite struct {
+	changes map[string][]byte
+	known   map[string]kustomize.ID
+	items   []sourced
+	lines   []string
+}
+
+// writesOf decides what a closed window writes, and which of its changes the
+// repository refuses (reported, and kept for a later try).
+func (w *Worker) writesOf(t *target, win *window) (windowWrite, error) {
 	changes := map[string][]byte{}
 	var lines []string
 	kustomized := w.kustomized(t)
@@ -896,7 +905,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 			if held {
 				b, err := w.bytesOf(d)
 				if err != nil {
-					return &LocalError{Err: err}
+					return windowWrite{}, &LocalError{Err: err}
 				}
 				ch.New = b
 			}
@@ -917,7 +926,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 		if held {
 			b, err := w.bytesOf(d)
 			if err != nil {
-				return &LocalError{Err: err}
+				return windowWrite{}, &LocalError{Err: err}
 			}
 			changes[p] = b
 			if d.id != (kustomize.ID{}) {
@@ -932,7 +941,7 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	if len(items) > 0 {
 		edits, more, err := w.planSources(t, win, items, kustomized)
 		if err != nil {
-			return &LocalError{Err: err}
+			return windowWrite{}, &LocalError{Err: err}
 		}
 		maps.Copy(changes, edits)
 		lines = append(lines, more...)
@@ -941,6 +950,18 @@ func (w *Worker) commitWindow(t *target, win *window, reason string) error {
 	if len(lines) == 0 && len(changes) > 0 {
 		lines = append(lines, "- write what the cluster holds")
 	}
+	return windowWrite{changes: changes, known: known, items: items, lines: lines}, nil
+}
+
+// commitWindow turns a closed window into a commit of what actually changed.
+// The window, and its save, are forgotten only once the commit exists: after
+// an error both are still there for the next try.
+func (w *Worker) commitWindow(t *target, win *window, reason string) error {
+	ww, err := w.writesOf(t, win)
+	if err != nil {
+		return err
+	}
+	changes, known, items, lines := ww.changes, ww.known, ww.items, ww.lines
 	// The window is done: what it wrote into sources is the state before
 	// the next change of those objects.
 	done := func() {
