@@ -11,7 +11,7 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
-.PHONY: all build tools images test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen verify-architecture clean
+.PHONY: all build tools images test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen verify-architecture funclen clean
 
 all: build
 
@@ -80,8 +80,8 @@ unit:
 integration:
 	$(GO) test -count=1 ./test/integration/...
 
-## verify: formatting, vet, fresh generated code, lint, every package named in docs/architecture.md.
-verify: fmt vet verify-codegen verify-architecture lint
+## verify: formatting, vet, fresh generated code, lint, every package named in docs/architecture.md, no function over 80 lines.
+verify: fmt vet verify-codegen verify-architecture funclen lint
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -103,6 +103,10 @@ verify-codegen:
 
 verify-architecture:
 	hack/verify-architecture.sh
+
+# No function under pkg/ or cmd/ over 80 lines (generated code aside).
+funclen:
+	$(GO) run ./hack/funclen -max 80 pkg cmd
 
 clean:
 	rm -rf bin _output
