@@ -164,6 +164,11 @@ type Controller struct {
 	// pushable is, by workerKey, the credential fingerprint the remote
 	// last said takes pushes (pushAllowed).
 	pushable map[string]string
+	// observations are the last reconcile's findings, by GitTarget: a
+	// worker's report rewrites the status from them and the reports alone
+	// (statusQueue), without a reconcile.
+	observations map[string]*observed
+	statusQueue  workqueue.TypedRateLimitingInterface[string]
 }
 
 type mirrorState struct {
@@ -254,6 +259,9 @@ func New(cfg Config) *Controller {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
 		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
 		sources: map[string]*source{}, reports: map[string]*report{}, pushable: map[string]string{},
+		observations: map[string]*observed{},
+		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittarget_status"}),
 	}
 	c.watchInputs(r, kube, namespaces)
 	return c
@@ -407,6 +415,7 @@ func (c *Controller) enqueueUsing(obj any) {
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	defer c.queue.ShutDown()
+	defer c.statusQueue.ShutDown()
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
@@ -430,6 +439,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	for range workers {
 		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
 	}
+	go wait.UntilWithContext(ctx, c.runStatusWorker, time.Second)
 	go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.cfg.Resync)
 	go wait.UntilWithContext(ctx, c.reportProviders, 5*time.Second)
 	<-ctx.Done()
@@ -477,6 +487,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		c.teardown(key)
 		c.mu.Lock()
 		delete(c.reports, key)
+		delete(c.observations, key)
 		c.mu.Unlock()
 		return nil
 	}
@@ -485,6 +496,52 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	}
 	st := &observed{}
 	c.ensure(ctx, gt, st)
+	c.mu.Lock()
+	c.observations[key] = st // read only from now on
+	c.mu.Unlock()
+	return c.writeStatus(ctx, gt, st)
+}
+
+func (c *Controller) runStatusWorker(ctx context.Context) {
+	for {
+		key, shutdown := c.statusQueue.Get()
+		if shutdown {
+			return
+		}
+		err := c.refreshStatus(ctx, key)
+		c.statusQueue.Done(key)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Writing GitTarget status", "gitTarget", key)
+			c.statusQueue.AddRateLimited(key)
+		} else {
+			c.statusQueue.Forget(key)
+		}
+	}
+}
+
+// refreshStatus writes a GitTarget's status from the last reconcile's
+// findings and the worker's newest reports: a commit, a push or a stream
+// that finished its initial state changes what the status says, not what
+// the mirror rests on, so no precondition is checked again for it.
+func (c *Controller) refreshStatus(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	gt, err := c.targets.GitTargets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	st := c.observations[key]
+	c.mu.Unlock()
+	if st == nil {
+		c.queue.Add(key) // not reconciled since the start: nothing to report from yet
+		return nil
+	}
 	return c.writeStatus(ctx, gt, st)
 }
 
@@ -1213,7 +1270,7 @@ func (r reporter) update(targets []string, f func(*report)) {
 	}
 	r.c.mu.Unlock()
 	for _, t := range targets {
-		r.c.queue.AddAfter(t, 200*time.Millisecond) // coalesce bursts of reports
+		r.c.statusQueue.AddAfter(t, 200*time.Millisecond) // coalesce bursts of reports
 	}
 }
 

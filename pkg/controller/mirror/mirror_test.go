@@ -181,7 +181,9 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 	t.Cleanup(cancel)
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	t.Cleanup(queue.ShutDown)
-	c := &Controller{cfg: Config{DataDir: t.TempDir()}, ctx: ctx, queue: queue,
+	statuses := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	t.Cleanup(statuses.ShutDown)
+	c := &Controller{cfg: Config{DataDir: t.TempDir()}, ctx: ctx, queue: queue, statusQueue: statuses,
 		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, reports: map[string]*report{}}
 	gp := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "repo"},
 		Spec: v1.GitProviderSpec{URL: "http://127.0.0.1:1/shared.git"}}

@@ -213,11 +213,13 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	updated.Status = *status
 	_, err := c.cfg.Reverser.ReverserV1alpha1().GitTargets(gt.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		c.queue.Add(key) // decided from a stale copy: decide again
+		// Written from a stale copy: the change that made it stale brings
+		// a reconcile; the status is written again from the newest.
+		c.statusQueue.Add(key)
 		return nil
 	}
 	if err == nil && starting {
-		c.queue.AddAfter(key, 500*time.Millisecond) // report streams as they finish their initial state
+		c.statusQueue.AddAfter(key, 500*time.Millisecond) // report streams as they finish their initial state
 	}
 	return err
 }
