@@ -1,5 +1,4 @@
-// Package loop runs the worker loop that the CommitRequest and FluxClaim
-// controllers share: wait for the informers, then let workers take keys
+// Package loop runs the worker loop that Reverser's controllers share: wait for the informers, then let workers take keys
 // from a rate-limited queue and reconcile them, each reconcile returning when
 // to look again.
 package loop
@@ -28,13 +27,22 @@ func Run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sy
 		return fmt.Errorf("%s informers did not sync", what)
 	}
 	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for next(ctx, q, what, reconcile) {
-			}
-		}, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { Work(ctx, q, what, reconcile) }, time.Second)
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// Work is one worker: it takes keys from q and reconciles them until q
+// shuts down, for controllers that start their workers themselves.
+func Work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], what string, reconcile Reconcile) {
+	for next(ctx, q, what, reconcile) {
+	}
+}
+
+// Once adapts a reconcile that never asks to be called again.
+func Once(reconcile func(ctx context.Context, key string) error) Reconcile {
+	return func(ctx context.Context, key string) (time.Duration, error) { return 0, reconcile(ctx, key) }
 }
 
 func next(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], what string, reconcile Reconcile) bool {

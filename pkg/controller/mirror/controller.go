@@ -68,6 +68,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
+	"reverser.dev/reverser/pkg/controller/loop"
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
@@ -437,9 +438,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	}
 	log.Info("Mirror controller started")
 	for range workers {
-		go wait.UntilWithContext(ctx, c.runWorker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) { loop.Work(ctx, c.queue, "gittargets", loop.Once(c.reconcile)) }, time.Second)
 	}
-	go wait.UntilWithContext(ctx, c.runStatusWorker, time.Second)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		loop.Work(ctx, c.statusQueue, "gittarget status", loop.Once(c.refreshStatus))
+	}, time.Second)
 	go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.cfg.Resync)
 	go wait.UntilWithContext(ctx, c.reportProviders, 5*time.Second)
 	<-ctx.Done()
@@ -458,23 +461,6 @@ func (c *Controller) Synced() bool {
 	return r.GitTargets().Informer().HasSynced() && r.WatchRules().Informer().HasSynced() &&
 		r.GitProviders().Informer().HasSynced() && r.KubeProviders().Informer().HasSynced() &&
 		c.kube.Core().V1().Secrets().Informer().HasSynced() && c.namespaces.Core().V1().Namespaces().Informer().HasSynced()
-}
-
-func (c *Controller) runWorker(ctx context.Context) {
-	for {
-		key, shutdown := c.queue.Get()
-		if shutdown {
-			return
-		}
-		err := c.reconcile(ctx, key)
-		c.queue.Done(key)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Reconciling GitTarget", "gitTarget", key)
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-	}
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -500,23 +486,6 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	c.observations[key] = st // read only from now on
 	c.mu.Unlock()
 	return c.writeStatus(ctx, gt, st)
-}
-
-func (c *Controller) runStatusWorker(ctx context.Context) {
-	for {
-		key, shutdown := c.statusQueue.Get()
-		if shutdown {
-			return
-		}
-		err := c.refreshStatus(ctx, key)
-		c.statusQueue.Done(key)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Writing GitTarget status", "gitTarget", key)
-			c.statusQueue.AddRateLimited(key)
-		} else {
-			c.statusQueue.Forget(key)
-		}
-	}
 }
 
 // refreshStatus writes a GitTarget's status from the last reconcile's
