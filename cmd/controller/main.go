@@ -37,6 +37,7 @@ import (
 	"reverser.dev/reverser/pkg/controller/claims"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/pkg/controller/mirror"
+	"reverser.dev/reverser/pkg/controller/providerstatus"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	"reverser.dev/reverser/pkg/leaderendpoint"
@@ -253,11 +254,12 @@ func run(ctx context.Context, o options) error {
 // controllers are what the leader runs, sharing one informer factory, one
 // fact index and one authorizer.
 type controllers struct {
-	facts   *attribution.Index
-	mirror  *mirror.Controller
-	saves   *commitrequest.Controller
-	sources *commitrequest.Sources
-	held    *claims.Controller
+	facts     *attribution.Index
+	mirror    *mirror.Controller
+	saves     *commitrequest.Controller
+	sources   *commitrequest.Sources
+	held      *claims.Controller
+	providers *providerstatus.Writer
 }
 
 func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Interface) (*controllers, error) {
@@ -290,14 +292,16 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 	if err != nil {
 		klog.ErrorS(err, "GitTargets with spec.encryption stall: the controller has no digest key for sealed Secrets; fix this and restart it")
 	}
-	c := mirror.New(mirror.Config{Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
+	providers := providerstatus.New(rev, factory)
+	c := mirror.New(mirror.Config{ProviderStatus: providers, Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
 		RecordedGroupsMaxAge: o.groupsMaxAge})
 	return &controllers{
-		facts:  facts,
-		mirror: c,
+		facts:     facts,
+		mirror:    c,
+		providers: providers,
 		saves: commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 			Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver,
 			RecordedGroupsMaxAge: o.groupsMaxAge}, rev, factory)),
@@ -306,7 +310,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		sources: commitrequest.NewSources(commitrequest.SourcesConfig{
 			Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle,
 				SaveTimeout: o.saveTimeout, Savers: c.Saver},
-			Reverser: rev, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
+			ProviderStatus: providers, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
 		}),
 		held: claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync,
 			Operations: operations, NamespaceLabels: c.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge}),
@@ -315,6 +319,11 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 
 // run runs every controller until ctx ends.
 func (cs *controllers) run(ctx context.Context) {
+	go func() {
+		if err := cs.providers.Run(ctx); err != nil {
+			klog.ErrorS(err, "KubeProvider status writer stopped")
+		}
+	}()
 	go func() {
 		if err := cs.saves.Run(ctx, 2); err != nil {
 			klog.ErrorS(err, "CommitRequest controller stopped")

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,6 +24,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/loop"
+	"reverser.dev/reverser/pkg/controller/providerstatus"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
@@ -48,8 +47,9 @@ type SourcesConfig struct {
 	// Savers, Kube (the control cluster, for namespace labels), Clock and
 	// Control (the control cluster's GitTargets and KubeProviders).
 	Core Config
-	// Reverser writes the KubeProviders' status.
-	Reverser versioned.Interface
+	// ProviderStatus writes the KubeProviders' status, where the mirror
+	// writes its part too.
+	ProviderStatus *providerstatus.Writer
 	// SourceConfig is the REST config of a KubeProvider's cluster and a
 	// fingerprint that changes when its credential is rotated.
 	SourceConfig func(*v1.KubeProvider) (*rest.Config, string, error)
@@ -389,34 +389,23 @@ func fromError(err error, doing string) served {
 	return served{ReasonUnreachable, fmt.Sprintf("%s failed: %v: check the kubeconfig's server address and that the cluster runs", doing, err)}
 }
 
-// report writes the provider's CommitRequestsServed condition and the
-// namespaces watched; nil removes both (spec.commitRequests: Ignore).
-func (s *Sources) report(ctx context.Context, kp *v1.KubeProvider, state *served, watched []string) error {
-	status := kp.Status.DeepCopy()
-	if state == nil {
-		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionCommitRequestsServed)
-		status.CommitRequests = nil
-	} else {
-		meta.SetStatusCondition(&status.Conditions, condition(state.reason == ReasonWatching, state.reason, state.message))
+// report hands the status writer the provider's CommitRequestsServed
+// condition and the namespaces watched; nil removes both
+// (spec.commitRequests: Ignore).
+func (s *Sources) report(_ context.Context, kp *v1.KubeProvider, state *served, watched []string) error {
+	part := providerstatus.Part{Fields: func(status *v1.KubeProviderStatus) {
 		status.CommitRequests = nil
 		if len(watched) > 0 {
 			status.CommitRequests = &v1.CommitRequestsServiceStatus{Namespaces: watched}
 		}
+	}}
+	if state == nil {
+		part.Remove = []string{v1.ConditionCommitRequestsServed}
+	} else {
+		part.Conditions = []metav1.Condition{condition(state.reason == ReasonWatching, state.reason, state.message)}
 	}
-	if apiequality.Semantic.DeepEqual(status, &kp.Status) {
-		return nil
-	}
-	updated := kp.DeepCopy()
-	updated.Status = *status
-	_, err := s.cfg.Reverser.ReverserV1alpha1().KubeProviders().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) {
-		s.queue.AddAfter(kp.Name, 100*time.Millisecond) // decided from a stale copy: decide again
-		return nil
-	}
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	s.cfg.ProviderStatus.Report(kp.Name, "commitrequests", part)
+	return nil
 }
 
 func condition(ok bool, reason, message string) metav1.Condition {

@@ -6,14 +6,13 @@ import (
 	"slices"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/controller/providerstatus"
 )
 
 // AuditRoute returns the audit route of a KubeProvider, for the ingress:
@@ -36,62 +35,58 @@ func (c *Controller) AuditRoute(name string) (attribution.Route, bool) {
 	return route, true
 }
 
-// reportProviders writes each KubeProvider's Ready (from the last discovery
-// through it) and AuditFactsReceived conditions.
-func (c *Controller) reportProviders(ctx context.Context) {
+// reportProviders hands the KubeProvider status writer each provider's
+// Ready (from the last discovery through it) and AuditFactsReceived
+// conditions, and when its last audit fact arrived.
+func (c *Controller) reportProviders(context.Context) {
 	kps, err := c.kps.List(labels.Everything())
 	if err != nil {
 		return
 	}
 	c.pruneSources(kps)
 	for _, kp := range kps {
-		status := kp.Status.DeepCopy()
-		status.ObservedGeneration = kp.Generation
+		part := providerstatus.Part{Conditions: []metav1.Condition{c.providerReady(kp.Name)}}
 		last, received := time.Time{}, false
 		if c.cfg.Facts != nil {
 			last, received = c.cfg.Facts.LastReceived(kp.Name)
 		}
 		switch {
 		case !kp.Spec.Audit.Enabled:
-			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionAuditFactsReceived, false, "Disabled",
+			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "Disabled",
 				"spec.audit.enabled is false: changes are authored by each GitProvider's committer."))
 		case received:
-			status.LastAuditFactTime = &metav1.Time{Time: last.Truncate(time.Second)}
-			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionAuditFactsReceived, true, "Received",
+			part.Fields = func(s *v1.KubeProviderStatus) { s.LastAuditFactTime = &metav1.Time{Time: last.Truncate(time.Second)} }
+			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, true, "Received",
 				"Audit events arrive; changes are authored by the people who made them."))
 		default:
-			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionAuditFactsReceived, false, "NoAuditEvents",
+			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "NoAuditEvents",
 				fmt.Sprintf("No audit event has arrived on POST %s%s: point kube-apiserver's --audit-webhook-config-file at it, "+
 					"with a policy that logs writes at RequestResponse. Until then changes are authored %q.",
 					attribution.RoutePrefix, kp.Name, attribution.UnresolvedName)))
 		}
-		c.mu.Lock()
-		src := c.sources[kp.Name]
-		var used bool
-		var discoveryErr error
-		if src != nil {
-			used, discoveryErr = !src.discoveredAt.IsZero(), src.discoveryErr
-		}
-		c.mu.Unlock()
-		switch {
-		case !used:
-			meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
-				Reason: "NotUsed", Message: "No GitTarget mirrors this cluster yet."})
-		case discoveryErr != nil:
-			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReady, false, "Unreachable",
-				discoveryErr.Error()+": check the cluster's address and the credential's permissions"))
-		default:
-			meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReady, true, "Reachable", "The cluster answers discovery."))
-		}
-		if apiequality.Semantic.DeepEqual(status, &kp.Status) {
-			continue
-		}
-		updated := kp.DeepCopy()
-		updated.Status = *status
-		if _, err := c.cfg.Reverser.ReverserV1alpha1().KubeProviders().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-			klog.FromContext(ctx).V(2).Info("Writing KubeProvider status", "kubeProvider", kp.Name, "err", err)
-		}
+		c.cfg.ProviderStatus.Report(kp.Name, "mirror", part)
 	}
+}
+
+// providerReady is a KubeProvider's Ready: whether the last discovery
+// through it answered.
+func (c *Controller) providerReady(name string) metav1.Condition {
+	c.mu.Lock()
+	src := c.sources[name]
+	var used bool
+	var discoveryErr error
+	if src != nil {
+		used, discoveryErr = !src.discoveredAt.IsZero(), src.discoveryErr
+	}
+	c.mu.Unlock()
+	switch {
+	case !used:
+		return metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
+			Reason: "NotUsed", Message: "No GitTarget mirrors this cluster yet."}
+	case discoveryErr != nil:
+		return condition(v1.ConditionReady, false, "Unreachable", discoveryErr.Error()+": check the cluster's address and the credential's permissions")
+	}
+	return condition(v1.ConditionReady, true, "Reachable", "The cluster answers discovery.")
 }
 
 // pruneSources forgets the clients of KubeProviders that no longer exist.

@@ -69,6 +69,7 @@ import (
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/pkg/controller/loop"
+	"reverser.dev/reverser/pkg/controller/providerstatus"
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
@@ -130,6 +131,9 @@ type Config struct {
 	// DigestKey keys the digests that tell an unchanged sealed Secret
 	// (package seal); without it, GitTargets with spec.encryption stall.
 	DigestKey []byte
+	// ProviderStatus writes the KubeProviders' status, where the
+	// source-cluster front ends write their part too.
+	ProviderStatus *providerstatus.Writer
 	// CheckPush asks a remote whether it takes pushes with some
 	// credentials; nil is gitrepo.CheckPush.
 	CheckPush func(ctx context.Context, url string, auth transport.AuthMethod) error
