@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/test/harness"
 )
 
 // authorsOf lists the commits of a mirror, oldest first, as
@@ -170,23 +171,13 @@ func TestAuditIngressRefusesBadInput(t *testing.T) {
 		f.commitsTouching("after-garbage"))
 }
 
-// metric reads one sample from the controller's /metrics; 0 when absent.
+// metric reads one series from the controller's /metrics (a bare name:
+// the sum of its series); 0 when absent.
 func metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(env.MetricsURL)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			var v float64
-			_, err := fmt.Sscan(rest, &v)
-			require.NoError(t, err)
-			return v
-		}
-	}
-	return 0
+	v, ok := harness.Metric(env.MetricsURL, series)
+	require.True(t, ok, "the controller's /metrics answers")
+	return v
 }
 
 // TestAuthorsAreExact (finding 4): a delete is attributed to whoever deleted

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // createRepo creates a bare repository on the control plane's Git server
@@ -23,16 +23,10 @@ func createRepo(t *testing.T, prefix string) string {
 	return env.GitBaseURL + "/" + name + ".git"
 }
 
-// git runs the git CLI in dir with a fixed identity and no user config.
+// git runs the git CLI in dir as the suite, with no user config.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir,
-		"GIT_AUTHOR_NAME=E2E", "GIT_AUTHOR_EMAIL=e2e@example.com", "GIT_COMMITTER_NAME=E2E", "GIT_COMMITTER_EMAIL=e2e@example.com")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
-	return strings.TrimSpace(string(out))
+	return harness.GitAs(t, harness.Identity{Name: "E2E", Email: "e2e@example.com"}, dir, args...)
 }
 
 // remoteCommit is one commit on a remote branch, newest first.

@@ -1,20 +1,16 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 // kubectl runs the real kubectl as a user of the local cluster.
@@ -37,14 +33,7 @@ func kubectl(user, stdin string, args ...string) (string, error) {
 // at runs the real kubectl with a kubeconfig: a user of the local cluster,
 // or of a source cluster.
 func at(kubeconfig, stdin string, args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
+	return harness.Kubectl(kubeconfig, stdin, args...)
 }
 
 func kubectlOK(t *testing.T, user, stdin string, args ...string) string {
@@ -106,11 +95,5 @@ spec:
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		last = err
-		return ok, nil
-	})
-	require.NoError(t, err, "%s (last error: %v)", what, last)
+	harness.Eventually(t, timeout, what, cond)
 }

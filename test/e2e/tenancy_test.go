@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // The attacks of this file are made by bob as a namespace tenant: he may do
@@ -151,12 +150,7 @@ func waitCondition(t *testing.T, timeout time.Duration, typ, status, reason stri
 // something stays out of Git for longer than any window and grace.
 func never(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	held := false
-	_ = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, d, true, func(context.Context) (bool, error) {
-		held = cond()
-		return held, nil
-	})
-	require.False(t, held, what)
+	harness.Never(t, d, what, cond)
 }
 
 // noFileContains fails when any file of the repository's main branch has

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +23,7 @@ import (
 	"reverser.dev/reverser/test/blackhole"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // fault is one row of the table. inject runs while the burst goes on and
@@ -297,44 +296,15 @@ func git(t *testing.T, dir string, args ...string) string {
 }
 
 func gitErr(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	if dir != "" {
-		cmd.Dir = dir
-	}
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME="+foreignAuthor, "GIT_AUTHOR_EMAIL=somebody@example.com",
-		"GIT_COMMITTER_NAME="+foreignAuthor, "GIT_COMMITTER_EMAIL=somebody@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return harness.GitAsErr(harness.Identity{Name: foreignAuthor, Email: "somebody@example.com"}, dir, args...)
 }
 
 // metric reads one series from the controller's /metrics, or, given a bare
 // name, the sum of its series; 0 when absent or while the controller is down.
 func metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(env.MetricsURL)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0
-	}
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || (name != series && (strings.Contains(series, "{") || !strings.HasPrefix(name, series+"{"))) {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(value, &v); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	v, _ := harness.Metric(env.MetricsURL, series)
+	return v
 }
 
 // fill writes file until the disk it is on is full.

@@ -29,6 +29,7 @@ import (
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // mirror is one GitTarget mirroring the ConfigMaps of a fresh namespace into
@@ -151,10 +152,7 @@ func (m *mirror) kubectl(stdin string, args ...string) {
 }
 
 func (m *mirror) kubectlOut(stdin string, args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", m.env.KubeconfigAdmin}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return harness.Kubectl(m.env.KubeconfigAdmin, stdin, args...)
 }
 
 // pollCondition waits until the GitTarget's condition typ has status and

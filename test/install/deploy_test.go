@@ -19,6 +19,7 @@ import (
 
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 const (
@@ -284,14 +285,7 @@ func normaliseCanI(out string) string {
 // git runs git in dir and returns its trimmed output.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := execOutput("git", append([]string{"-C", dir}, args...)...)
-	require.NoError(t, err, out)
-	return strings.TrimSpace(out)
-}
-
-func execOutput(name string, args ...string) (string, error) {
-	out, err := exec.Command(name, args...).CombinedOutput()
-	return string(out), err
+	return harness.GitAs(t, harness.Identity{Name: "Install", Email: "install@example.com"}, dir, args...)
 }
 
 // overlaysValidate: external-etcd and ha pass the real API server's

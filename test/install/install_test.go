@@ -9,9 +9,6 @@
 package install
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -23,11 +20,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"reverser.dev/reverser/pkg/pki"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 var (
@@ -45,32 +42,17 @@ const ns = controlplane.ReverserNamespace
 
 // kubectl runs the real kubectl with a kubeconfig.
 func kubectl(kubeconfig, stdin string, args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String() + stderr.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
+	return harness.Kubectl(kubeconfig, stdin, args...)
 }
 
 func kubectlOK(t *testing.T, kubeconfig, stdin string, args ...string) string {
 	t.Helper()
-	out, err := kubectl(kubeconfig, stdin, args...)
-	require.NoError(t, err)
-	return out
+	return harness.KubectlOK(t, kubeconfig, stdin, args...)
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		last = err
-		return ok, nil
-	})
-	require.NoError(t, err, "%s (last error: %v)", what, last)
+	harness.Eventually(t, timeout, what, cond)
 }
 
 func freePort(t *testing.T) int {
