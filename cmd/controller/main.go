@@ -258,7 +258,7 @@ type controllers struct {
 	mirror    *mirror.Controller
 	saves     *commitrequest.Controller
 	sources   *commitrequest.Sources
-	held      *claims.Controller
+	claims    *claims.Controller
 	providers *providerstatus.Writer
 }
 
@@ -293,27 +293,27 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		klog.ErrorS(err, "GitTargets with spec.encryption stall: the controller has no digest key for sealed Secrets; fix this and restart it")
 	}
 	providers := providerstatus.New(rev, factory)
-	c := mirror.New(mirror.Config{ProviderStatus: providers, Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
+	mirrors := mirror.New(mirror.Config{ProviderStatus: providers, Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
 		RecordedGroupsMaxAge: o.groupsMaxAge})
 	return &controllers{
 		facts:     facts,
-		mirror:    c,
+		mirror:    mirrors,
 		providers: providers,
 		saves: commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
-			Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: c.Saver,
+			Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: mirrors.Saver,
 			RecordedGroupsMaxAge: o.groupsMaxAge}, rev, factory)),
 		// Source clusters' CommitRequests, for KubeProviders whose
 		// spec.commitRequests serves them.
 		sources: commitrequest.NewSources(commitrequest.SourcesConfig{
 			Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle,
-				SaveTimeout: o.saveTimeout, Savers: c.Saver},
-			ProviderStatus: providers, SourceConfig: c.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
+				SaveTimeout: o.saveTimeout, Savers: mirrors.Saver},
+			ProviderStatus: providers, SourceConfig: mirrors.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
 		}),
-		held: claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync,
-			Operations: operations, NamespaceLabels: c.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge}),
+		claims: claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync,
+			Operations: operations, NamespaceLabels: mirrors.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge}),
 	}, nil
 }
 
@@ -335,7 +335,7 @@ func (cs *controllers) run(ctx context.Context) {
 		}
 	}()
 	go func() {
-		if err := cs.held.Run(ctx, 1); err != nil {
+		if err := cs.claims.Run(ctx, 1); err != nil {
 			klog.ErrorS(err, "Applier claims controller stopped")
 		}
 	}()
@@ -346,13 +346,13 @@ func (cs *controllers) run(ctx context.Context) {
 
 // serveEndpoints serves /healthz and /readyz (ready once leading and
 // synced; a standby is ready too), and, when asked, profiles and metrics.
-func serveEndpoints(ctx context.Context, o options, c *mirror.Controller, leading <-chan struct{}) error {
+func serveEndpoints(ctx context.Context, o options, mirrors *mirror.Controller, leading <-chan struct{}) error {
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
 		case <-leading:
-			if !c.Synced() {
+			if !mirrors.Synced() {
 				http.Error(w, "informers not synced", http.StatusServiceUnavailable)
 				return
 			}

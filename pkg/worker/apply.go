@@ -307,7 +307,7 @@ func (w *Worker) echo(t *target, ch document.Change, author gitrepo.Signature) b
 		}
 		kept := doc{hash: want, desc: ch.Desc, id: idOfChange(ch), sealed: len(ch.Encrypt) > 0}
 		if _, inGit := w.index[ch.Path]; !inGit {
-			kept.content = t.applied[ch.Path] // written into the sources: no blob of its own
+			kept.content = t.inSources[ch.Path] // written into the sources: no blob of its own
 		}
 		if err := w.hold(t, ch.Path, kept); err != nil {
 			return false
@@ -345,7 +345,7 @@ func (w *Worker) gitDocument(t *target, p string) (plumbing.Hash, bool) {
 		return h, true
 	}
 	// Written into the folder's sources: the state it was written at.
-	if b, ok := t.applied[p]; ok {
+	if b, ok := t.inSources[p]; ok {
 		return gitrepo.BlobHash(b), true
 	}
 	return plumbing.ZeroHash, false

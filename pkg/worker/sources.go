@@ -348,10 +348,10 @@ func (w *Worker) noteWritten(t *target, items []sourced) {
 		switch {
 		case t.refused[p] != "":
 		case it.change.New == nil:
-			delete(t.applied, p)
+			delete(t.inSources, p)
 			delete(t.ids, p)
 		default:
-			t.applied[p] = it.change.New
+			t.inSources[p] = it.change.New
 		}
 	}
 }

@@ -206,9 +206,9 @@ type target struct {
 	// For changes written into the sources (sources.go), by layout path:
 	// the object each is about, the content last written (the state
 	// before the next change), and why a change could not be written.
-	ids     map[string]kustomize.ID
-	applied map[string][]byte
-	refused map[string]string
+	ids       map[string]kustomize.ID
+	inSources map[string][]byte
+	refused   map[string]string
 	// reported is the refusals last reported, to report only changes.
 	reported string
 	// planner remembers the last render of the target's folder.
@@ -346,7 +346,7 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 		cur, ok := w.targets[t.Key]
 		if !ok {
 			cur = &target{desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{},
-				ids: map[string]kustomize.ID{}, applied: map[string][]byte{}, refused: map[string]string{},
+				ids: map[string]kustomize.ID{}, inSources: map[string][]byte{}, refused: map[string]string{},
 				deferred: map[string]pendingChange{}}
 			w.targets[t.Key] = cur
 		}
@@ -540,7 +540,7 @@ func (w *Worker) resolvePending(t *target) error {
 		if w.echo(t, ch.Change, author) {
 			continue
 		}
-		if err := w.apply(t, ch.Change, author); err != nil {
+		if err := w.addToWindow(t, ch.Change, author); err != nil {
 			t.pending = append(kept, t.pending[i:]...) // keeps the author it resolved
 			return err
 		}
@@ -589,10 +589,10 @@ func (w *Worker) seal(t *target, ch *document.Change) bool {
 	return true
 }
 
-// apply makes a change part of its author's window. Another author's open
+// addToWindow makes a change part of its author's window. Another author's open
 // window holding the same object commits first, so commits keep the
 // cluster's order of that object's changes.
-func (w *Worker) apply(t *target, ch document.Change, author gitrepo.Signature) error {
+func (w *Worker) addToWindow(t *target, ch document.Change, author gitrepo.Signature) error {
 	for _, other := range sortedWindows(t) {
 		if _, holds := other.paths[ch.Path]; holds && other.author != author {
 			if err := w.commitWindow(t, other, "conflict"); err != nil {
@@ -901,7 +901,7 @@ func (w *Worker) writesOf(t *target, win *window) (windowWrite, error) {
 		// hold them in clear: a sealed document, and any Secret, keeps a
 		// document of its own.
 		if id, ok := w.idOf(t, p); ok && !d.sealed && !isSecret(id) && (kustomized || w.sourced(t, p, id, held, flat)) {
-			ch := kustomize.Change{ID: id, Old: t.applied[p], NewPath: w.newPath(t, p, id, kustomized || flat)}
+			ch := kustomize.Change{ID: id, Old: t.inSources[p], NewPath: w.newPath(t, p, id, kustomized || flat)}
 			if held {
 				b, err := w.bytesOf(d)
 				if err != nil {

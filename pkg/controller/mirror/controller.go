@@ -146,14 +146,14 @@ type Controller struct {
 	kube    kubeinformers.SharedInformerFactory
 	// namespaces holds every Namespace's labels, for the KubeProviders
 	// that select consumers and loans by label.
-	namespaces kubeinformers.SharedInformerFactory
-	nsLister   corelisters.NamespaceLister
-	targets    listers.GitTargetLister
-	rules      listers.WatchRuleLister
-	crules     listers.ClusterWatchRuleLister
-	gps        listers.GitProviderLister
-	kps        listers.KubeProviderLister
-	claims     listers.FluxClaimLister
+	namespaces   kubeinformers.SharedInformerFactory
+	nsLister     corelisters.NamespaceLister
+	targets      listers.GitTargetLister
+	rules        listers.WatchRuleLister
+	clusterRules listers.ClusterWatchRuleLister
+	gps          listers.GitProviderLister
+	kps          listers.KubeProviderLister
+	claims       listers.FluxClaimLister
 	// argoClaims reads ArgoCDClaims.
 	argoClaims listers.ArgoCDClaimLister
 	secrets    corelisters.SecretNamespaceLister
@@ -257,7 +257,7 @@ func New(cfg Config) *Controller {
 	r := f.Reverser().V1alpha1()
 	c := &Controller{
 		cfg: cfg, factory: f, kube: kube, namespaces: namespaces, nsLister: namespaces.Core().V1().Namespaces().Lister(),
-		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), crules: r.ClusterWatchRules().Lister(),
+		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), clusterRules: r.ClusterWatchRules().Lister(),
 		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: r.FluxClaims().Lister(), argoClaims: r.ArgoCDClaims().Lister(),
 		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -719,7 +719,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 	var stopped []*stream.Stream
 	c.mu.Lock()
 	m := c.mirrors[key]
-	leaseKept := m == nil
+	keepsRef := m == nil
 	if m == nil {
 		// The new mirror keeps the reference this reconcile took.
 		m = &mirrorState{workerKey: in.workerKey, path: gt.Spec.Path, sourceFP: in.src.fingerprint, sealFP: in.sealFP,
@@ -745,7 +745,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 		}
 	}
 	c.mu.Unlock()
-	if !leaseKept {
+	if !keepsRef {
 		c.release(in.workerKey) // the running mirror holds its own
 	}
 	for _, s := range stopped {
@@ -806,11 +806,11 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	for i, wr := range wrs {
 		use("WatchRule", wr.Name, checked[i], func(res resolve.Result, denied *problem) { c.writeRuleStatus(ctx, wr, res, denied) })
 	}
-	crules, err := c.crules.List(labels.Everything())
+	clusterRules, err := c.clusterRules.List(labels.Everything())
 	if err != nil {
 		return nil, nil, statuses, err
 	}
-	cwrs := targetClusterRules(crules, gt)
+	cwrs := targetClusterRules(clusterRules, gt)
 	checked, err = checkRules(ctx, cwrs, func(ctx context.Context, cwr *v1.ClusterWatchRule) (checkedRule, error) {
 		return c.checkClusterRule(ctx, gt, kp, served, cwr)
 	})
@@ -1009,11 +1009,11 @@ func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *source) bool {
 			return false
 		}
 	}
-	crules, err := c.crules.List(labels.Everything())
+	clusterRules, err := c.clusterRules.List(labels.Everything())
 	if err != nil {
 		return false
 	}
-	for _, cwr := range targetClusterRules(crules, gt) {
+	for _, cwr := range targetClusterRules(clusterRules, gt) {
 		if len(resolve.Rules(cwr.Spec.Rules, served, false).Unresolved) > 0 {
 			return false
 		}

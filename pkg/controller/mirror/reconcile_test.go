@@ -29,7 +29,7 @@ func TestOneDiscoveryServesManyGitTargets(t *testing.T) {
 		{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"list", "watch"}}}}}
 	rules := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	c := &Controller{rules: listers.NewWatchRuleLister(rules),
-		crules: listers.NewClusterWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
+		clusterRules: listers.NewClusterWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
 	src := &source{discovery: fake}
 	discoveries := func() (n int) {
 		for _, a := range fake.Actions() {
