@@ -63,8 +63,9 @@ func writing(gt *v1.GitTarget) bool {
 // for a push.
 const ReasonPushNotAllowed = "PushNotAllowed"
 
-// pushAllowed asks the remote, before a target starts mirroring, whether it
-// takes the GitProvider's pushes, once per credential (the answer is kept
+// pushAllowed asks the remote, before a target starts mirroring (or moves
+// to another repository or branch), whether it takes the GitProvider's
+// pushes, once per credential (the answer is kept
 // while the provider's worker runs). A refusal stops the target: a folder
 // is not held with credentials that cannot write. A target already
 // mirroring is not asked: its worker takes rotated credentials at once and
@@ -76,7 +77,10 @@ func (c *Controller) pushAllowed(ctx context.Context, target string, gp *v1.GitP
 	key := workerKey(gp, branch)
 	c.mu.Lock()
 	fp, proven := c.pushable[key]
-	_, running := c.mirrors[target]
+	// Mirroring through another worker (the GitProvider's URL or the
+	// branch changed) proves nothing of this remote.
+	m := c.mirrors[target]
+	running := m != nil && m.workerKey == key
 	c.mu.Unlock()
 	if running || proven && fp == authFP {
 		return nil

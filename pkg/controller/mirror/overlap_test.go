@@ -99,8 +99,34 @@ func TestPushRightsAreAskedOncePerCredential(t *testing.T) {
 	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp2"))
 	assert.Equal(t, 4, asked, "a rotated credential is asked about")
 
-	c.mirrors["team/site"] = &mirrorState{}
+	c.mirrors["team/site"] = &mirrorState{workerKey: workerKey(gp, "main")}
 	answer = fmt.Errorf("%w: 403", gitrepo.ErrPushRefused)
 	assert.Nil(t, c.pushAllowed(t.Context(), "team/site", gp, "main", nil, "fp3"), "a mirroring target's pushes report")
 	assert.Equal(t, 4, asked)
+}
+
+// TestARunningTargetMovedToAnotherRepositoryIsAskedAgain (#27, finding 8):
+// a target that mirrors with credentials that may push to its own
+// repository, whose GitProvider is then pointed at a repository those
+// credentials cannot write, is asked again before it claims a folder
+// there: mirroring elsewhere proves nothing of the new remote.
+func TestARunningTargetMovedToAnotherRepositoryIsAskedAgain(t *testing.T) {
+	refused := 0
+	c := &Controller{cfg: Config{CheckPush: func(_ context.Context, url string, _ transport.AuthMethod) error {
+		if url == "https://git.example/theirs.git" {
+			refused++
+			return fmt.Errorf("%w: 403", gitrepo.ErrPushRefused)
+		}
+		return nil
+	}}, pushable: map[string]string{}, mirrors: map[string]*mirrorState{}}
+	mine := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "repo"}, Spec: v1.GitProviderSpec{URL: "https://git.example/mine.git"}}
+	require.Nil(t, c.pushAllowed(t.Context(), "team/site", mine, "main", nil, "fp"))
+	c.mirrors["team/site"] = &mirrorState{workerKey: workerKey(mine, "main")}
+
+	theirs := mine.DeepCopy()
+	theirs.Spec.URL = "https://git.example/theirs.git"
+	p := c.pushAllowed(t.Context(), "team/site", theirs, "main", nil, "fp")
+	require.NotNil(t, p, "the new remote is asked")
+	assert.Equal(t, ReasonPushNotAllowed, p.reason)
+	assert.Equal(t, 1, refused)
 }
