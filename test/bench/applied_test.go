@@ -28,21 +28,13 @@ import (
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // fluxSync applies the folder mirror of url's main branch, on a held-long
 // interval, as Kustomization name.
 func fluxSync(t *testing.T, env *controlplane.Env, name, url string) {
-	apply(t, env, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: %[1]s, namespace: %[2]s}
-spec: {url: %[3]q, ref: {branch: main}, interval: 1h}
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: %[1]s, namespace: %[2]s}
-spec: {sourceRef: {kind: GitRepository, name: %[1]s}, path: ./mirror, prune: true, interval: 1h}
-`, name, controlplane.FluxNamespace, url))
+	apply(t, env, harness.FluxSync(controlplane.FluxNamespace, name, url, "./mirror", "", "1h", ""))
 }
 
 // saveApplied measures, with the real Flux, a save with catchUp AfterPush
@@ -106,8 +98,8 @@ func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 	_, err = gitserver.CreateRepo(env.GitRoot, ns)
 	require.NoError(t, err)
 	url = env.GitBaseURL + "/" + ns + ".git"
-	apply(t, env, target("local", ns, url, "10m",
-		"  applierRef: {kind: FluxClaim, name: apps}\n"+configMapRule(ns)))
+	apply(t, env, harness.Docs(providers, harness.Namespace(ns), gitProvider(ns, url),
+		gitTarget("local", ns, "10m", "  applierRef: {kind: FluxClaim, name: apps}"), configMapRule(ns)))
 	poll("the mirror streaming", func() (bool, error) {
 		gt, err := rev.ReverserV1alpha1().GitTargets(ns).Get(ctx, "site", metav1.GetOptions{})
 		return err == nil && gt.Status.Streams.Running == 1, nil
@@ -136,14 +128,7 @@ func saveApplied(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 		return c != nil && c.Reason == v1.ReasonCommitted, nil
 	})
 	fluxSync(t, env, ns, url)
-	apply(t, env, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: FluxClaim
-metadata: {name: apps, namespace: %s}
-spec:
-  kubeProviderRef: {name: local}
-  kustomizationRef: {namespace: %s, name: %s}
-  catchUpAfter: 0s
-`, ns, controlplane.FluxNamespace, ns))
+	apply(t, env, harness.FluxClaim(ns, "apps", "local", controlplane.FluxNamespace, ns, "  catchUpAfter: 0s"))
 	poll("the claim held and its Startup applied", func() (bool, error) {
 		fc, err := rev.ReverserV1alpha1().FluxClaims(ns).Get(ctx, "apps", metav1.GetOptions{})
 		return err == nil && fc.Status.Operation != nil && fc.Status.Operation.FinishedAt != nil, nil

@@ -53,6 +53,7 @@ import (
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 func envInt(name string, def int) int {
@@ -148,52 +149,27 @@ func apply(t *testing.T, env *controlplane.Env, yaml string) {
 // providers: "plain" sends no audit, and lends every namespace to P1's
 // namespace; "local" is attributed from kube-apiserver's audit events, as
 // `make up` wires them.
-const providers = `apiVersion: reverser.dev/v1alpha1
-kind: KubeProvider
-metadata: {name: plain}
-spec:
-  inCluster: true
-  lend:
+var providers = harness.Docs(harness.KubeProvider("plain", `  lend:
   - sourceNamespaces: ["*"]
-    to: {from: Names, names: [p1]}
----
-apiVersion: reverser.dev/v1alpha1
-kind: KubeProvider
-metadata: {name: local}
-spec:
-  inCluster: true
-  audit:
-    enabled: true
-    bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
-`
+    to: {from: Names, names: [p1]}`), harness.AuditedKubeProvider("local"))
 
 func target(provider, ns, url, silence string, rules string) string {
-	return providers + fmt.Sprintf("---\napiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", ns) + targetObjects(provider, ns, url, silence, rules)
+	return harness.Docs(providers, harness.Namespace(ns), targetObjects(provider, ns, url, silence, rules))
 }
 
 // targetObjects are the GitProvider, GitTarget and rules of a target in ns.
 func targetObjects(provider, ns, url, silence string, rules string) string {
-	return gitProvider(ns, url) + gitTarget(provider, ns, silence) + rules
+	return harness.Docs(gitProvider(ns, url), gitTarget(provider, ns, silence, ""), rules)
 }
 
 // gitProvider is the GitProvider "repo" of ns.
 func gitProvider(ns, url string) string {
-	return fmt.Sprintf("---\napiVersion: reverser.dev/v1alpha1\nkind: GitProvider\nmetadata: {name: repo, namespace: %s}\nspec: {url: %q}\n", ns, url)
+	return harness.GitProvider(ns, "repo", url, "")
 }
 
-// gitTarget is the GitTarget "site" of ns.
-func gitTarget(provider, ns, silence string) string {
-	return fmt.Sprintf(`---
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: %[1]s}
-spec:
-  kubeProviderRef: {name: %[3]s}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: mirror
-  commit: {window: {silence: %[2]s, maxAge: 10m}}
-`, ns, silence, provider)
+// gitTarget is the GitTarget "site" of ns; spec lines are added to its spec.
+func gitTarget(provider, ns, silence, spec string) string {
+	return harness.GitTarget(harness.Target{Namespace: ns, KubeProvider: provider, Path: "mirror", Silence: silence, MaxAge: "10m", Spec: spec})
 }
 
 func fileCount(bare string) int {
@@ -360,7 +336,7 @@ func snapshot(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 	// snapshot's, from the GitTarget's creation, not kubectl's creating a
 	// hundred rules through the aggregator (printed apart).
 	rulesStart := time.Now()
-	apply(t, env, providers+"---\napiVersion: v1\nkind: Namespace\nmetadata: {name: p1}\n"+gitProvider("p1", env.GitBaseURL+"/p1.git")+rules.String())
+	apply(t, env, harness.Docs(providers, harness.Namespace("p1"), gitProvider("p1", env.GitBaseURL+"/p1.git"), rules.String()))
 	rulesTook := time.Since(rulesStart)
 	cpu := profile(ctx, t, env, "profile?seconds=10")
 	// The binary's own pages are resident too (about 100 MiB of a 200 MB
@@ -371,7 +347,7 @@ func snapshot(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 	// The snapshot is one window, committed once every stream delivered
 	// its initial state: it does not wait for this silence, which edits do.
 	const silence = "1s"
-	apply(t, env, gitTarget("plain", "p1", silence))
+	apply(t, env, gitTarget("plain", "p1", silence, ""))
 	applied := time.Since(start) // kubectl creating the GitTarget, counted in
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
 		return fileCount(bare) >= want, nil

@@ -28,6 +28,7 @@ import (
 
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // createConfigMaps creates ConfigMaps from..to-1 of ns, named name(i), with
@@ -63,8 +64,7 @@ func namespace(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns 
 }
 
 func configMapRule(ns string) string {
-	return "---\napiVersion: reverser.dev/v1alpha1\nkind: WatchRule\nmetadata: {name: cms, namespace: " + ns + "}\n" +
-		"spec:\n  gitTargetRef: {name: site}\n  rules: [{apiGroups: [\"\"], resources: [configmaps]}]\n"
+	return harness.WatchRule(ns, "cms", "site", harness.ConfigMapRules)
 }
 
 // gitDocs reads the documents at paths of the server's main, in one git

@@ -20,6 +20,7 @@ import (
 
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // usage is a process's resident memory and CPU time so far.
@@ -92,17 +93,16 @@ func manyTargets(ctx context.Context, t *testing.T, env *controlplane.Env, kube 
 		})
 	}
 	bares := make([]string, targets)
-	var y strings.Builder
-	y.WriteString(providers)
+	docs := []string{providers}
 	for i := range targets {
 		var err error
 		bares[i], err = gitserver.CreateRepo(env.GitRoot, ns(i))
 		require.NoError(t, err)
-		y.WriteString(targetObjects("plain", ns(i), env.GitBaseURL+"/"+ns(i)+".git", "0s", configMapRule(ns(i))))
+		docs = append(docs, targetObjects("plain", ns(i), env.GitBaseURL+"/"+ns(i)+".git", "0s", configMapRule(ns(i))))
 	}
 	idle := processUsage(t, env)
 	start := time.Now()
-	apply(t, env, y.String())
+	apply(t, env, harness.Docs(docs...))
 	require.NoError(t, wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 20*time.Minute, true, func(context.Context) (bool, error) {
 		for _, bare := range bares {
 			if fileCount(bare) < per {

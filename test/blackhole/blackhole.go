@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Stall is what the control file holds while every connection, open or new,
@@ -133,23 +135,16 @@ func (p *Proxy) mode() string {
 func (p *Proxy) stalling() bool { return p.mode() == Stall }
 
 func (p *Proxy) watchControl(ctx context.Context) {
-	tick := time.NewTicker(p.Poll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(context.Context) {
 		if !p.stalling() {
-			continue
+			return
 		}
 		p.mu.Lock()
 		for c := range p.conns {
 			c.stall()
 		}
 		p.mu.Unlock()
-	}
+	}, p.Poll)
 }
 
 // dial connects to the next upstream that answers.

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// echo serves lines back to their sender.
-func echo(t *testing.T) string {
+// serve listens on loopback until the test ends, handing each connection
+// to handle on its own goroutine, which closes it after; it returns the
+// address.
+func serve(t *testing.T, handle func(net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
@@ -25,20 +27,27 @@ func echo(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := c.Write([]byte(line)); err != nil {
-						return
-					}
-				}
+				handle(c)
 			}()
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// echo serves lines back to their sender.
+func echo(t *testing.T) string {
+	return serve(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if _, err := c.Write([]byte(line)); err != nil {
+				return
+			}
+		}
+	})
 }
 
 func roundTrip(c net.Conn, r *bufio.Reader, within time.Duration) (string, error) {
@@ -137,20 +146,7 @@ func TestRefuseClosesConnectionsAndRefusesNewOnes(t *testing.T) {
 
 // named serves its name to every connection, then closes it.
 func named(t *testing.T, name string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte(name + "\n"))
-			_ = c.Close()
-		}
-	}()
-	return ln.Addr().String()
+	return serve(t, func(c net.Conn) { _, _ = c.Write([]byte(name + "\n")) })
 }
 
 func TestConnectionsTakeTurnsAndSkipADeadUpstream(t *testing.T) {

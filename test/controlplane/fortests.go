@@ -30,7 +30,7 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 		fmt.Fprintf(progress, "%s: reusing the control plane in %s\n", name, env.Dir)
 		return env, func() error { return nil }, nil
 	}
-	cpBin, err := run(ctx, root, progress, "bash", "hack/build-control-plane.sh")
+	cpBin, err := Run(ctx, root, progress, "bash", "hack/build-control-plane.sh")
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the control plane: %w", err)
 	}
@@ -39,7 +39,7 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
 		"reverser-blackhole": "./hack/blackhole",
 	} {
-		if _, err := run(ctx, root, progress, "go", "build", "-o", filepath.Join(bin, binary), pkg); err != nil {
+		if _, err := Run(ctx, root, progress, "go", "build", "-o", filepath.Join(bin, binary), pkg); err != nil {
 			return nil, nil, fmt.Errorf("building %s: %w", binary, err)
 		}
 	}
@@ -59,16 +59,16 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 // BuildFlux builds (or finds in the cache) Flux's controllers with
 // hack/build-flux.sh and returns their directory, for Options.FluxBin.
 func BuildFlux(ctx context.Context, root string, progress io.Writer) (string, error) {
-	dir, err := run(ctx, root, progress, "bash", "hack/build-flux.sh")
+	dir, err := Run(ctx, root, progress, "bash", "hack/build-flux.sh")
 	if err != nil {
 		return "", fmt.Errorf("building Flux: %w", err)
 	}
 	return dir, nil
 }
 
-// run runs a command in dir and returns its trimmed standard output; its
+// Run runs a command in dir and returns its trimmed standard output; its
 // standard error (a build script's progress) goes to progress.
-func run(ctx context.Context, dir string, progress io.Writer, name string, args ...string) (string, error) {
+func Run(ctx context.Context, dir string, progress io.Writer, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer

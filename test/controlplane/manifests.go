@@ -2,7 +2,9 @@ package controlplane
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strconv"
+	"strings"
 )
 
 // AuditSecret holds the audit webhook's token in ReverserNamespace, key "token".
@@ -50,13 +52,7 @@ func bootstrapManifests(p ports) string {
 	return `# The admin's certificate is system:masters, a group Reverser never
 # counts when it checks a rule again: the admin holds cluster-admin by
 # name too, as an admin's own account would.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: reverser-local-admin}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: ` + UserAdmin + `}
----
+` + Binding("reverser-local-admin", "", "ClusterRole", "cluster-admin", "User", UserAdmin) + `---
 apiVersion: v1
 kind: Service
 metadata: {name: reverser-audit, namespace: ` + ReverserNamespace + `}
@@ -73,20 +69,8 @@ spec:
   ports:
   - {name: https, port: ` + strconv.Itoa(p.reverserAPI) + `, protocol: TCP}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "reverser-apiserver:system:auth-delegator"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-apiserver}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: "reverser-apiserver:auth-reader", namespace: kube-system}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-apiserver}
----
+` + Binding("reverser-apiserver:system:auth-delegator", "", "ClusterRole", "system:auth-delegator", "User", "reverser-apiserver") + `---
+` + Binding("reverser-apiserver:auth-reader", "kube-system", "Role", "extension-apiserver-authentication-reader", "User", "reverser-apiserver") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: reverser-apiserver}
@@ -109,13 +93,7 @@ rules:
   resources: [apiservices]
   verbs: [get, patch]
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: reverser-apiserver}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-apiserver}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-apiserver}
----
+` + Binding("reverser-apiserver", "", "ClusterRole", "reverser-apiserver", "User", "reverser-apiserver") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: reverser-controller}
@@ -148,13 +126,7 @@ rules:
   resources: [applications]
   verbs: [patch]
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: reverser-controller}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-controller}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-controller}
----
+` + Binding("reverser-controller", "", "ClusterRole", "reverser-controller", "User", "reverser-controller") + `---
 # KubeProviders' Secrets (kubeconfigs, audit tokens) live here only; the
 # controller keeps them in an informer cache. It creates its digest key
 # for sealed Secrets here (--sops-digest-key-secret).
@@ -166,13 +138,7 @@ rules:
   resources: [secrets]
   verbs: [get, list, watch, create]
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: reverser-controller-secrets, namespace: ` + ReverserNamespace + `}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reverser-controller-secrets}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: reverser-controller}
----
+` + Binding("reverser-controller-secrets", ReverserNamespace, "Role", "reverser-controller-secrets", "User", "reverser-controller") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: reverser-user}
@@ -195,18 +161,22 @@ rules:
   resources: [gittargets]
   verbs: [save]
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "reverser-user:devs"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-user}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: Group, name: ` + GroupDevs + `}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "reverser-saver:alice"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reverser-saver}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: ` + UserAlice + `}
-`
+` + Binding("reverser-user:devs", "", "ClusterRole", "reverser-user", "Group", GroupDevs) + `---
+` + Binding("reverser-saver:alice", "", "ClusterRole", "reverser-saver", "User", UserAlice)
+}
+
+// Binding is the YAML of a ClusterRoleBinding (namespace "") or a
+// RoleBinding of subjects of one kind to a role.
+func Binding(name, namespace, roleKind, role, subjectKind string, subjects ...string) string {
+	kind, meta := "ClusterRoleBinding", fmt.Sprintf("{name: %q}", name)
+	if namespace != "" {
+		kind, meta = "RoleBinding", fmt.Sprintf("{name: %q, namespace: %s}", name, namespace)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: rbac.authorization.k8s.io/v1\nkind: %s\nmetadata: %s\n"+
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: %s, name: %q}\nsubjects:\n", kind, meta, roleKind, role)
+	for _, s := range subjects {
+		fmt.Fprintf(&b, "- {apiGroup: rbac.authorization.k8s.io, kind: %s, name: %q}\n", subjectKind, s)
+	}
+	return b.String()
 }

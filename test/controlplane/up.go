@@ -691,17 +691,11 @@ func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 }
 
 // fluxManifests are Flux's namespace and its controllers' rights.
-const fluxManifests = `apiVersion: v1
+var fluxManifests = `apiVersion: v1
 kind: Namespace
 metadata: {name: ` + FluxNamespace + `}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: flux-controllers}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "` + UserFluxSource + `"}
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "` + UserFluxKustomize + `"}`
+` + Binding("flux-controllers", "", "ClusterRole", "cluster-admin", "User", UserFluxSource, UserFluxKustomize)
 
 // waitTCP polls addr until it accepts a connection, for at most 30 seconds.
 func waitTCP(ctx context.Context, running func() error, addr string) error {

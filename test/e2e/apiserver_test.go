@@ -14,6 +14,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 const (
@@ -82,22 +83,10 @@ func TestSaveNeedsPermission(t *testing.T) {
 	_, err = kubectl(admin, "", "get", "commitrequest", "-n", ns, "bob-1")
 	require.Error(t, err, "a refused request is not stored")
 
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: save-granted, namespace: %[1]s}
-rules:
-- apiGroups: [reverser.dev]
+	kubectlOK(t, admin, harness.UserRole(ns, "save-granted", "bob", `- apiGroups: [reverser.dev]
   resources: [gittargets]
   resourceNames: [granted]
-  verbs: [save]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: bob-saves-granted, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: save-granted}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
-`, ns), "apply", "--server-side", "-f", "-")
+  verbs: [save]`), "apply", "--server-side", "-f", "-")
 
 	// RBAC changes reach the delegated authorizer after its cache expires.
 	eventually(t, 30*time.Second, "bob may save granted once bound", func() (bool, error) {

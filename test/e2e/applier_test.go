@@ -18,13 +18,15 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 // The specs of this file run the real Flux against the folder Reverser
 // mirrors, in the same repository and branch: what users of GitOps run.
 
-const configMapsOnly = `  - apiGroups: [""]
-    resources: [configmaps]`
+// configMapsOnly is a rule (an item of a WatchRule's rules) selecting
+// ConfigMaps.
+const configMapsOnly = harness.ConfigMapRule
 
 // claimedFixture is a GitTarget mirroring its namespace's ConfigMaps, a
 // Flux Kustomization applying the same folder of the same branch on a 5s
@@ -43,14 +45,8 @@ func claimedMirror(t *testing.T, catchUpAfter string) *claimedFixture {
 	f.waitFile(f.cmPath("app"), func(s string) bool { return strings.Contains(s, "blue") }, "the app mirrored")
 	c := &claimedFixture{mirrorFixture: f, ks: fluxSync(t, f.url, "./"+mirrorPath, f.ns, "5s")}
 	waitApplied(t, c.ks, c.head())
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: FluxClaim
-metadata: {name: apps, namespace: %s}
-spec:
-  kubeProviderRef: {name: local}
-  kustomizationRef: {namespace: %s, name: %s}
-  catchUpAfter: %s
-`, f.ns, controlplane.FluxNamespace, c.ks, catchUpAfter), "apply", "-f", "-")
+	kubectlOK(t, admin, harness.FluxClaim(f.ns, "apps", "local", controlplane.FluxNamespace, c.ks, "  catchUpAfter: "+catchUpAfter),
+		"apply", "-f", "-")
 	eventually(t, 2*time.Minute, "the claim held, its Startup converge done and the head applied", func() (bool, error) {
 		reason, op, _ := claimState(t, f.ns, "apps")
 		return reason == "Holding" && op != nil && op.Reason == v1.ConvergeStartup && op.FinishedAt != nil &&
@@ -322,31 +318,8 @@ data:
 			seeded = pushByHand(t, f.url, file, "The app's settings", func(string) string { return settings })
 		}})
 	ks := uniqueName("apps")
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  url: %[3]s
-  ref: {branch: main}
-  interval: 1m
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  sourceRef: {kind: GitRepository, name: %[1]s}
-  path: ./%[5]s
-  targetNamespace: %[4]s
-  prune: true
-  interval: 1m
----
-apiVersion: reverser.dev/v1alpha1
-kind: FluxClaim
-metadata: {name: apps, namespace: %[4]s}
-spec:
-  kubeProviderRef: {name: local}
-  kustomizationRef: {namespace: %[2]s, name: %[1]s}
-`, ks, controlplane.FluxNamespace, f.url, f.ns, mirrorPath), "apply", "-f", "-")
+	kubectlOK(t, admin, harness.Docs(harness.FluxSync(controlplane.FluxNamespace, ks, f.url, "./"+mirrorPath, f.ns, "1m", ""),
+		harness.FluxClaim(f.ns, "apps", "local", controlplane.FluxNamespace, ks, "")), "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = kubectl(admin, "", "delete", "-n", f.ns, "fluxclaim", "apps", "--wait=false")
 		_, _ = kubectl(admin, "", "delete", "-n", controlplane.FluxNamespace, "kustomization,gitrepository", ks, "--wait=false")

@@ -16,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
+	"reverser.dev/reverser/test/harness"
 )
 
 // Argo CD's controllers cannot be built from the module proxy here (see
@@ -81,17 +83,11 @@ func startContractArgoCD(t *testing.T, bare, app string, interval time.Duration)
 func (a *contractArgoCD) run(ctx context.Context) {
 	apps := a.client.Resource(v1.ArgoCDApplications).Namespace(argoNamespace)
 	var lastAuto time.Time
-	tick := time.NewTicker(200 * time.Millisecond) // the test applier's own reconcile period
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	// Every 200ms: the test applier's own reconcile period.
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		obj, err := apps.Get(ctx, a.name, metav1.GetOptions{})
 		if err != nil {
-			continue
+			return
 		}
 		op, hasOp, _ := unstructured.NestedMap(obj.Object, "operation")
 		_, automated, _ := unstructured.NestedMap(obj.Object, "spec", "syncPolicy", "automated")
@@ -101,14 +97,14 @@ func (a *contractArgoCD) run(ctx context.Context) {
 			_ = unstructured.SetNestedMap(obj.Object, map[string]any{"operation": op, "phase": "Running",
 				"startedAt": time.Now().UTC().Format(time.RFC3339)}, "status", "operationState")
 			if obj, err = apps.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-				continue
+				return
 			}
 			a.sync(ctx, apps, obj, op)
 		case automated && time.Since(lastAuto) >= a.interval:
 			lastAuto = time.Now()
 			a.sync(ctx, apps, obj, map[string]any{"initiatedBy": map[string]any{"automated": true}, "sync": map[string]any{}})
 		}
-	}
+	}, 200*time.Millisecond)
 }
 
 // sync applies the folder at the branch's head and reports it.
@@ -210,13 +206,7 @@ spec:
 		return argo.syncs > before, nil
 	})
 
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: ArgoCDClaim
-metadata: {name: apps, namespace: %s}
-spec:
-  kubeProviderRef: {name: local}
-  applicationRef: {namespace: %s, name: %s}
-`, f.ns, argoNamespace, app), "apply", "-f", "-")
+	kubectlOK(t, admin, harness.ArgoCDClaim(f.ns, "apps", "local", argoNamespace, app, ""), "apply", "-f", "-")
 	eventually(t, 2*time.Minute, "the claim held, its Startup sync done", func() (bool, error) {
 		reason, op := argoClaimState(t, f.ns, "apps")
 		return reason == "Holding" && op != nil && op.Reason == v1.ConvergeStartup && op.FinishedAt != nil, nil

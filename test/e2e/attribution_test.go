@@ -234,21 +234,9 @@ func TestAuthorsAreExact(t *testing.T) {
 	}
 
 	// kubectl scale writes through the /scale subresource.
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: scaler, namespace: %[1]s}
-rules:
-- apiGroups: [apps]
+	kubectlOK(t, admin, harness.UserRole(f.ns, "scaler", "alice", `- apiGroups: [apps]
   resources: [deployments, deployments/scale]
-  verbs: [get, patch, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: scaler, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: scaler}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}
-`, f.ns), "apply", "--server-side", "-f", "-")
+  verbs: [get, patch, update]`), "apply", "--server-side", "-f", "-")
 	createDeployment(t, f.ns)
 	deployment := filepath.Join(mirrorPath, f.ns, "apps", "deployments", "web.yaml")
 	f.waitFile(deployment, func(s string) bool { return s != "" }, "the Deployment written")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 // fluxSync creates, in flux-system, a GitRepository on url's branch main and
@@ -33,24 +33,7 @@ func fluxSync(t *testing.T, url, path, ns, interval string) string {
 func fluxSyncWith(t *testing.T, url, path, ns, interval, kustomizationSpec string) string {
 	t.Helper()
 	name := uniqueName("apps")
-	kubectlOK(t, controlplane.UserAdmin, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  url: %[3]s
-  ref: {branch: main}
-  interval: %[6]s
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  sourceRef: {kind: GitRepository, name: %[1]s}
-  path: %[4]s
-  targetNamespace: %[5]s
-  prune: true
-  interval: %[6]s
-%[7]s`, name, controlplane.FluxNamespace, url, path, ns, interval, kustomizationSpec), "apply", "-f", "-")
+	kubectlOK(t, controlplane.UserAdmin, harness.FluxSync(controlplane.FluxNamespace, name, url, path, ns, interval, kustomizationSpec), "apply", "-f", "-")
 	t.Cleanup(func() {
 		_, _ = kubectl(controlplane.UserAdmin, "", "delete", "-n", controlplane.FluxNamespace, "kustomization,gitrepository", name, "--wait=false")
 	})

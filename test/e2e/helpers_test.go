@@ -71,15 +71,7 @@ func namespace(t *testing.T, prefix string, labels ...string) string {
 }
 
 func gitTargetYAML(namespace, name string, extra string) string {
-	return fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: %s, namespace: %s}
-spec:
-  kubeProviderRef: {name: local}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: clusters/%s
-%s`, name, namespace, name, extra)
+	return harness.GitTarget(harness.Target{Namespace: namespace, Name: name, KubeProvider: "local", Path: "clusters/" + name, Spec: extra})
 }
 
 func commitRequestYAML(namespace, name, targetNamespace, target string) string {

@@ -5,13 +5,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"reverser.dev/reverser/test/controlplane"
@@ -44,13 +42,7 @@ func TestMain(m *testing.M) {
 	}, func(e *controlplane.Env) { env = e }, func(o *controlplane.Options) { o.FluxBin = fluxBin })
 }
 
+// output runs a command in dir and returns its trimmed standard output.
 func output(ctx context.Context, dir, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(stdout.String()), nil
+	return controlplane.Run(ctx, dir, io.Discard, name, args...)
 }

@@ -18,6 +18,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
+	"reverser.dev/reverser/test/harness"
 )
 
 // mirrorFixture is one GitTarget mirroring a fresh namespace into a fresh
@@ -92,45 +93,14 @@ func newMirrorWith(t *testing.T, o mirrorOptions) *mirrorFixture {
 	if o.path != "" {
 		targetPath = o.path
 	}
-	provider := fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: KubeProvider
-metadata: {name: %s}
-spec:
-  inCluster: true
-  audit:
-    enabled: true
-    bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
----
-`, kubeProvider)
+	provider := harness.AuditedKubeProvider(kubeProvider)
 	if o.provider != "" {
 		kubeProvider, provider = o.provider, ""
 	}
-	kubectlOK(t, admin, provider+fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: %[1]s}
-spec:
-  url: %[2]q
-%[6]s
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: %[1]s}
-spec:
-  kubeProviderRef: {name: %[7]s}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: %[3]s
-  commit: {window: {silence: 200ms, maxAge: 5s}}
-%[4]s
----
-apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: rules, namespace: %[1]s}
-spec:
-  gitTargetRef: {name: site}
-  rules:
-%[5]s
-`, ns, url, targetPath, extraSpec, rules, providerSpec, kubeProvider), "apply", "--server-side", "-f", "-")
+	kubectlOK(t, admin, harness.Docs(provider,
+		harness.GitProvider(ns, "repo", url, providerSpec),
+		harness.GitTarget(harness.Target{Namespace: ns, KubeProvider: kubeProvider, Path: targetPath, Silence: "200ms", MaxAge: "5s", Spec: extraSpec}),
+		harness.WatchRule(ns, "rules", "site", "  rules:\n"+rules)), "apply", "--server-side", "-f", "-")
 	return f
 }
 

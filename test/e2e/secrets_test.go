@@ -23,6 +23,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 // sopsPath is where TestMain builds the sops CLI, from the module Reverser
@@ -47,21 +48,9 @@ func newSealedMirrorWith(t *testing.T, rules string) *sealedMirror {
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	f := newMirror(t, rules, fmt.Sprintf("  encryption: {sops: {ageRecipients: [%q]}}", id.Recipient().String()))
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: secrets, namespace: %[1]s}
-rules:
-- apiGroups: [""]
+	kubectlOK(t, admin, harness.UserRole(f.ns, "secrets", controlplane.UserAlice, `- apiGroups: [""]
   resources: [secrets]
-  verbs: ["*"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: alice-secrets, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: secrets}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: %[2]s}
-`, f.ns, controlplane.UserAlice), "apply", "-f", "-")
+  verbs: ["*"]`), "apply", "-f", "-")
 	return &sealedMirror{mirrorFixture: f, id: id}
 }
 

@@ -51,7 +51,7 @@ func (f *mirrorFixture) verifyCommits(public string) int {
 // goes on, signed.
 func TestSignedCommits(t *testing.T) {
 	private, public := signingKey(t)
-	f := newMirrorWith(t, mirrorOptions{rules: sourceRule, providerSpec: signingSpec})
+	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, providerSpec: signingSpec})
 	eventually(t, 60*time.Second, "the GitTarget stalls on the missing key", func() (bool, error) {
 		gt := f.gitTarget()
 		c := meta.FindStatusCondition(gt.Status.Conditions, v1.ConditionReady)
@@ -86,7 +86,7 @@ func exists(content string) bool { return content != "" }
 // holding the public key, passes for each.
 func TestOpenPGPSignedCommits(t *testing.T) {
 	private, public := testkeys.OpenPGP(t, "e2e-pgp-passphrase")
-	f := newMirrorWith(t, mirrorOptions{rules: sourceRule,
+	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly,
 		providerSpec: "  signing: {openPGPKeySecretRef: {name: signer, key: private.asc}}",
 		seed: func(f *mirrorFixture) {
 			kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "signer", "--from-literal=private.asc="+string(private),

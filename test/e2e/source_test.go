@@ -20,6 +20,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/harness"
 )
 
 // sourceFixture is a second cluster (its own etcd and kube-apiserver,
@@ -31,10 +32,7 @@ type sourceFixture struct {
 	kp  string
 }
 
-// sourceRule mirrors what the provider's credential may read there.
-const sourceRule = `  - apiGroups: [""]
-    resources: [configmaps]`
-
+// configMapsOnly mirrors what the provider's credential may read there.
 func atOK(t *testing.T, kubeconfig, stdin string, args ...string) string {
 	t.Helper()
 	out, err := at(kubeconfig, stdin, args...)
@@ -99,7 +97,7 @@ spec:
 // only saves close it. alice edits and saves there.
 func (s *sourceFixture) mirror(t *testing.T) {
 	t.Helper()
-	s.mirrorFixture = newMirrorWith(t, mirrorOptions{rules: sourceRule, targetSpec: saveWindow, provider: s.kp,
+	s.mirrorFixture = newMirrorWith(t, mirrorOptions{rules: configMapsOnly, targetSpec: saveWindow, provider: s.kp,
 		seed: func(f *mirrorFixture) {
 			atOK(t, s.src.KubeconfigAdmin, "", "create", "namespace", f.ns)
 			atOK(t, s.src.KubeconfigAdmin, fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
@@ -423,15 +421,7 @@ func TestARemoteProviderLendsNothingImplicitly(t *testing.T) {
 	waitCondition(t, time.Minute, v1.ConditionReady, "True", "Resolved", "watchrule", "-n", s.ns, "rules")
 	s.waitFile(s.cmPath("theirs"), func(c string) bool { return c != "" }, "the lent namespace mirrored")
 
-	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: secrets, namespace: %s}
-spec:
-  gitTargetRef: {name: site}
-  rules:
-  - apiGroups: [""]
-    resources: [secrets]
-`, s.ns), "apply", "-f", "-")
+	kubectlOK(t, admin, harness.WatchRule(s.ns, "secrets", "site", "  rules:\n  - apiGroups: [\"\"]\n    resources: [secrets]"), "apply", "-f", "-")
 	msg = waitCondition(t, time.Minute, v1.ConditionReady, "False", "NotLent", "watchrule", "-n", s.ns, "secrets")
 	assert.Contains(t, msg, "secrets: true")
 }

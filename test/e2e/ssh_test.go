@@ -38,7 +38,7 @@ func TestMirrorOverSSHWithSignedCommits(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	signing, signingPublic := signingKey(t)
 
-	f := newMirrorWith(t, mirrorOptions{rules: sourceRule, remote: srv.URL,
+	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, remote: srv.URL,
 		providerSpec: "  secretRef: {name: repo-ssh}\n" + signingSpec,
 		seed: func(f *mirrorFixture) {
 			sshCredentials(t, f.ns, identity, srv.KnownHosts)

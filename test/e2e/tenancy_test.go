@@ -34,25 +34,17 @@ type tenant struct {
 	path string
 }
 
-const tenantRole = `apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: tenant, namespace: %[1]s}
-rules:
-# Not "*": on gittargets that would include the verb save.
-- apiGroups: [reverser.dev]
+// tenantRole lets bob write Reverser's namespaced kinds (all but save),
+// ConfigMaps, Secrets and Services in ns.
+func tenantRole(ns string) string {
+	// Not "*" on reverser.dev: on gittargets that would include the verb save.
+	return harness.UserRole(ns, "tenant", "bob", `- apiGroups: [reverser.dev]
   resources: [gitproviders, gittargets, watchrules, commitrequests]
   verbs: [get, list, watch, create, update, patch, delete]
 - apiGroups: [""]
   resources: [configmaps, secrets, services]
-  verbs: ["*"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: tenant, namespace: %[1]s}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenant}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
-`
+  verbs: ["*"]`)
+}
 
 func newTenant(t *testing.T, providerSpec string) *tenant {
 	t.Helper()
@@ -65,13 +57,7 @@ func newTenant(t *testing.T, providerSpec string) *tenant {
 		provider:      uniqueName("kp"),
 		path:          mirrorPath,
 	}
-	kubectlOK(t, admin, fmt.Sprintf(tenantRole, ns)+fmt.Sprintf(`---
-apiVersion: reverser.dev/v1alpha1
-kind: KubeProvider
-metadata: {name: %s}
-spec:
-  inCluster: true
-%s`, tn.provider, providerSpec), "apply", "--server-side", "-f", "-")
+	kubectlOK(t, admin, harness.Docs(tenantRole(ns), harness.KubeProvider(tn.provider, providerSpec)), "apply", "--server-side", "-f", "-")
 	t.Cleanup(func() { _, _ = kubectl(admin, "", "delete", "kubeprovider", tn.provider) })
 	return tn
 }
@@ -85,35 +71,13 @@ func (tn *tenant) apply(user, yaml string) (string, error) {
 // "site" and the WatchRule "rules" whose spec is ruleSpec.
 func (tn *tenant) mirror(providerSpec, ruleSpec string) {
 	tn.t.Helper()
-	kubectlOK(tn.t, bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: %[1]s}
-spec:
-  url: %[2]q
-%[5]s
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: %[1]s}
-spec:
-  kubeProviderRef: {name: %[3]s}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: %[6]s
-  commit: {window: {silence: 200ms, maxAge: 5s}}
----
-apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: rules, namespace: %[1]s}
-spec:
-  gitTargetRef: {name: site}
-%[4]s
-`, tn.ns, tn.url, tn.provider, ruleSpec, providerSpec, tn.path), "apply", "--server-side", "-f", "-")
+	kubectlOK(tn.t, bob, harness.Docs(harness.GitProvider(tn.ns, "repo", tn.url, providerSpec),
+		harness.GitTarget(harness.Target{Namespace: tn.ns, KubeProvider: tn.provider, Path: tn.path, Silence: "200ms", MaxAge: "5s"}),
+		harness.WatchRule(tn.ns, "rules", "site", ruleSpec)), "apply", "--server-side", "-f", "-")
 }
 
-const ownConfigMaps = `  rules:
-  - apiGroups: [""]
-    resources: [configmaps]`
+// ownConfigMaps is a WatchRule spec selecting its namespace's ConfigMaps.
+const ownConfigMaps = harness.ConfigMapRules
 
 // condition reads a condition of an object as admin.
 func condition(t *testing.T, typ string, args ...string) (status, reason, message string) {
@@ -168,32 +132,17 @@ func TestTenantCannotMirrorWhatTheyCannotRead(t *testing.T) {
 	tn := newTenant(t, "")
 
 	// He may not read kube-system's Roles: the API server refuses the rule.
-	out, err := tn.apply(bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: steal, namespace: %s}
-spec:
-  gitTargetRef: {name: site}
-  sourceNamespace: kube-system
+	out, err := tn.apply(bob, harness.WatchRule(tn.ns, "steal", "site", `  sourceNamespace: kube-system
   rules:
   - apiGroups: ["", rbac.authorization.k8s.io]
-    resources: [configmaps, roles, rolebindings]
-`, tn.ns))
+    resources: [configmaps, roles, rolebindings]`))
 	require.Error(t, err)
 	assert.Contains(t, out, `user "bob" may not read what the rule selects: it lacks `)
 	assert.Contains(t, out, `list roles.rbac.authorization.k8s.io in namespace kube-system`)
 
 	// ConfigMaps he may read, but the provider lends his namespace only itself.
 	tn.mirror("", ownConfigMaps)
-	kubectlOK(t, bob, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: steal, namespace: %s}
-spec:
-  gitTargetRef: {name: site}
-  sourceNamespace: kube-system
-  rules:
-  - apiGroups: [""]
-    resources: [configmaps]
-`, tn.ns), "apply", "--server-side", "-f", "-")
+	kubectlOK(t, bob, harness.WatchRule(tn.ns, "steal", "site", "  sourceNamespace: kube-system\n"+ownConfigMaps), "apply", "--server-side", "-f", "-")
 	msg := waitCondition(t, 30*time.Second, v1.ConditionReady, "False", "NotLent", "watchrule", "-n", tn.ns, "steal")
 	assert.Contains(t, msg, `does not lend source namespace "kube-system" to namespace "`+tn.ns+`"`)
 
@@ -251,7 +200,7 @@ func TestWorkersKeepTheirOwnCredentials(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, creds.Close())
 
-	victim := newMirrorWith(t, mirrorOptions{rules: ownConfigMaps, private: true,
+	victim := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, private: true,
 		providerSpec: "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true"})
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", victim.ns, "git-credentials",
 		"--from-literal=username="+user, "--from-literal=password="+password)
@@ -424,26 +373,11 @@ func TestTenantInputsAreRefused(t *testing.T) {
 		{"dot segment aliases a folder", gitTargetYAML(tn.ns, "dot", `  path: ./x`), "spec.path"},
 		{".git in another case", gitTargetYAML(tn.ns, "dotgit", `  path: apps/.GIT/hooks`), "spec.path"},
 		{"a bidi control", gitTargetYAML(tn.ns, "bidi", "  path: \"apps/\u202eevil\""), "spec.path"},
-		{"a token in the URL", `apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: leak, namespace: ` + tn.ns + `}
-spec:
-  url: https://s3cret-token@git.example/org/repo.git
-`, "spec.url"},
-		{"credentials over plain http", `apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: clear, namespace: ` + tn.ns + `}
-spec:
-  url: http://git.example/org/repo.git
-  secretRef: {name: creds}
-`, "allowInsecureHTTP"},
-		{"a signing key of another namespace", `apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: signer, namespace: ` + tn.ns + `}
-spec:
-  url: https://git.example/org/repo.git
-  signing: {sshKeySecretRef: {namespace: kube-system, name: keys, key: id}}
-`, "spec.signing.sshKeySecretRef.namespace"},
+		{"a token in the URL", harness.GitProvider(tn.ns, "leak", "https://s3cret-token@git.example/org/repo.git", ""), "spec.url"},
+		{"credentials over plain http", harness.GitProvider(tn.ns, "clear", "http://git.example/org/repo.git", "  secretRef: {name: creds}"),
+			"allowInsecureHTTP"},
+		{"a signing key of another namespace", harness.GitProvider(tn.ns, "signer", "https://git.example/org/repo.git",
+			"  signing: {sshKeySecretRef: {namespace: kube-system, name: keys, key: id}}"), "spec.signing.sshKeySecretRef.namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := kubectl(bob, tc.yaml, "create", "-f", "-")

@@ -140,20 +140,14 @@ func apiServerReplicaDies(t *testing.T, ha *controlplane.Env, admin kubernetes.I
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(20 * time.Millisecond) // a steady rate of requests, not a wait
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
+			// A steady rate of requests, not a wait.
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
 				requests.Add(1)
 				if _, err := c.ReverserV1alpha1().GitTargets(ns).List(ctx, metav1.ListOptions{}); err != nil && ctx.Err() == nil {
 					failures.Add(1)
 					firstFailure.CompareAndSwap(nil, err.Error())
 				}
-			}
+			}, 20*time.Millisecond)
 		}()
 	}
 	// Some requests before the kill, and at least as many after it.

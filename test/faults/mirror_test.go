@@ -71,50 +71,11 @@ func newMirror(t *testing.T, env *controlplane.Env, private bool) *mirror {
 		providerSpec = "  secretRef: {name: git-credentials}\n  allowInsecureHTTP: true"
 		m.setCredential(t, m.ns, "first", "")
 	}
-	m.kubectl(fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: reverser.dev/v1alpha1
-kind: KubeProvider
-metadata: {name: local}
-spec:
-  inCluster: true
-  audit:
-    enabled: true
-    bearerTokenSecretRef: {namespace: reverser-system, name: audit-local, key: token}
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: %[1]s}
-spec:
-  url: %[2]q
-%[4]s
----
-apiVersion: v1
-kind: Secret
-metadata: {name: git-credentials, namespace: %[1]s}
-stringData: {username: %[1]s, password: first}
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: %[1]s}
-spec:
-  kubeProviderRef: {name: local}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: %[3]s
-  commit: {window: {silence: 200ms, maxAge: 1s}}
----
-apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: configmaps, namespace: %[1]s}
-spec:
-  gitTargetRef: {name: site}
-  rules:
-  - apiGroups: [""]
-    resources: [configmaps]
-`, m.ns, url, folder, providerSpec), "apply", "--server-side", "-f", "-")
+	m.kubectl(harness.Docs(harness.Namespace(m.ns), harness.AuditedKubeProvider("local"),
+		harness.GitProvider(m.ns, "repo", url, providerSpec),
+		fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: git-credentials, namespace: %[1]s}\nstringData: {username: %[1]s, password: first}\n", m.ns),
+		harness.GitTarget(harness.Target{Namespace: m.ns, KubeProvider: "local", Path: folder, Silence: "200ms", MaxAge: "1s"}),
+		harness.WatchRule(m.ns, "configmaps", "site", harness.ConfigMapRules)), "apply", "--server-side", "-f", "-")
 	t.Cleanup(func() {
 		_ = m.admin.CoreV1().Namespaces().Delete(context.Background(), m.ns, metav1.DeleteOptions{})
 	})

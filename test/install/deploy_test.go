@@ -113,32 +113,10 @@ spec:
 		out, err := kubectl(env.KubeconfigAlice, "", "auth", "can-i", "create", "gittargets.reverser.dev", "-n", demo)
 		return strings.TrimSpace(out) == "yes", err
 	})
-	kubectlOK(t, env.KubeconfigAlice, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
-kind: GitProvider
-metadata: {name: repo, namespace: demo}
-spec:
-  url: %s/%s.git
-  allowInsecureHTTP: true
----
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: demo}
-spec:
-  kubeProviderRef: {name: local}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: clusters/demo
-  commit: {window: {silence: 10m, maxAge: 30m}}
----
-apiVersion: reverser.dev/v1alpha1
-kind: WatchRule
-metadata: {name: configmaps, namespace: demo}
-spec:
-  gitTargetRef: {name: site}
-  rules:
-  - apiGroups: [""]
-    resources: [configmaps]
-`, env.GitBaseURL, repo), "apply", "-f", "-")
+	kubectlOK(t, env.KubeconfigAlice, harness.Docs(
+		harness.GitProvider(demo, "repo", env.GitBaseURL+"/"+repo+".git", "  allowInsecureHTTP: true"),
+		harness.GitTarget(harness.Target{Namespace: demo, KubeProvider: "local", Path: "clusters/demo", Silence: "10m", MaxAge: "30m"}),
+		harness.WatchRule(demo, "configmaps", "site", harness.ConfigMapRules)), "apply", "-f", "-")
 	eventually(t, 2*time.Minute, "the GitTarget Ready", func() (bool, error) {
 		out, err := kubectl(admin, "", "get", "gittarget", "-n", demo, "site", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		return out == "True", err

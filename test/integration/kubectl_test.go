@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"reverser.dev/reverser/test/harness"
 )
 
 // TestStandaloneBinaryWithKubectl runs the real reverser-apiserver binary in
@@ -75,16 +76,7 @@ func TestStandaloneBinaryWithKubectl(t *testing.T) {
 	text = runOK(t, run, "", "explain", "commitrequest.spec.window.attachTimeout")
 	assert.Contains(t, text, "attachTimeout")
 
-	runOK(t, run, `
-apiVersion: reverser.dev/v1alpha1
-kind: GitTarget
-metadata: {name: site, namespace: demo}
-spec:
-  kubeProviderRef: {name: local}
-  gitProviderRef: {name: repo}
-  branch: main
-  path: clusters/dev
----
+	runOK(t, run, harness.GitTarget(harness.Target{Namespace: "demo", KubeProvider: "local", Path: "clusters/dev"})+`---
 apiVersion: reverser.dev/v1alpha1
 kind: CommitRequest
 metadata: {name: first, namespace: demo}
