@@ -36,6 +36,8 @@ import (
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/claims"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
+	"reverser.dev/reverser/pkg/controller/gitprovider"
+	"reverser.dev/reverser/pkg/controller/kubeprovider"
 	"reverser.dev/reverser/pkg/controller/mirror"
 	"reverser.dev/reverser/pkg/controller/providerstatus"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
@@ -142,7 +144,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) (showVersion *bool) {
 		"a saved window in which every change is attributed commits this long after the save arrived, without the rest of the collect delay; 0 always waits the collect delay")
 	fs.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
 		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
-	fs.StringVar(&o.secretNamespace, "secret-namespace", mirror.DefaultSecretNamespace,
+	fs.StringVar(&o.secretNamespace, "secret-namespace", kubeprovider.DefaultSecretNamespace,
 		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
 	fs.StringVar(&o.digestKeySecret, "sops-digest-key-secret", "reverser-sops-digest",
 		"the Secret in --secret-namespace holding the key of sealed Secrets' digests, which tell an unchanged Secret without decrypting it; created when absent")
@@ -223,7 +225,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if o.auditAddr != "" {
-		ingress := &attribution.Ingress{Index: cs.facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: cs.mirror.AuditRoute}
+		ingress := &attribution.Ingress{Index: cs.facts, MaxBody: o.auditMaxBody, MaxInFlight: o.auditMaxInFlight, Routes: cs.clusters.AuditRoute}
 		if err := serveAudit(ctx, o, kube, ingress); err != nil {
 			return err
 		}
@@ -255,6 +257,8 @@ func run(ctx context.Context, o options) error {
 // fact index and one authorizer.
 type controllers struct {
 	facts     *attribution.Index
+	clusters  *kubeprovider.Clusters
+	secrets   *gitprovider.Secrets
 	mirror    *mirror.Controller
 	saves     *commitrequest.Controller
 	sources   *commitrequest.Sources
@@ -293,13 +297,18 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		klog.ErrorS(err, "GitTargets with spec.encryption stall: the controller has no digest key for sealed Secrets; fix this and restart it")
 	}
 	providers := providerstatus.New(rev, factory)
-	mirrors := mirror.New(mirror.Config{ProviderStatus: providers, Reverser: rev, Kube: kube, Source: cfg, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
-		Factory: factory, Authorizer: authz, SecretNamespace: o.secretNamespace, FluxIdentities: splitList(o.fluxIdentities),
+	clusters := kubeprovider.New(kubeprovider.Config{Kube: kube, Source: cfg, SecretNamespace: o.secretNamespace, Factory: factory,
+		Facts: facts, Status: providers})
+	secrets := gitprovider.New(gitprovider.Config{Kube: kube, DataDir: o.dataDir})
+	mirrors := mirror.New(mirror.Config{Clusters: clusters, Secrets: secrets, Reverser: rev, Kube: kube, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
+		Factory: factory, Authorizer: authz, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
 		RecordedGroupsMaxAge: o.groupsMaxAge})
 	return &controllers{
 		facts:     facts,
+		clusters:  clusters,
+		secrets:   secrets,
 		mirror:    mirrors,
 		providers: providers,
 		saves: commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
@@ -310,7 +319,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		sources: commitrequest.NewSources(commitrequest.SourcesConfig{
 			Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle,
 				SaveTimeout: o.saveTimeout, Savers: mirrors.Saver},
-			ProviderStatus: providers, SourceConfig: mirrors.SourceConfig, Facts: facts, Grace: o.grace, Resync: o.resync,
+			ProviderStatus: providers, SourceConfig: clusters.Config, Facts: facts, Grace: o.grace, Resync: o.resync,
 		}),
 		claims: claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync,
 			Operations: operations, NamespaceLabels: mirrors.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge}),
@@ -319,6 +328,9 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 
 // run runs every controller until ctx ends.
 func (cs *controllers) run(ctx context.Context) {
+	cs.clusters.Start(ctx)
+	go cs.clusters.Run(ctx)
+	go cs.secrets.Run(ctx)
 	go func() {
 		if err := cs.providers.Run(ctx); err != nil {
 			klog.ErrorS(err, "KubeProvider status writer stopped")

@@ -119,6 +119,8 @@ func (o *Operations) forget(claim string) {
 type Controller struct {
 	cfg     Config
 	kinds   map[v1.ApplierKind]*claimKind
+	read    *Reader
+	api     typedv1alpha1.ReverserV1alpha1Interface
 	targets listers.GitTargetLister
 	kps     listers.KubeProviderLister
 	queue   workqueue.TypedRateLimitingInterface[string]
@@ -139,19 +141,13 @@ type claimKind struct {
 	// names it in messages ("Kustomization"), schedule what is held.
 	group, resource, what, schedule string
 	holder                          holder
-	get                             func(ns, name string) (*claim, error)
 }
 
-// claim is a claim of either kind as the controller handles it: pointers
-// into a copy of the object, and the writes of that copy.
+// claim is a claim as the controller handles it: the shared model, and
+// what its kind holds.
 type claim struct {
-	kind         *claimKind
-	meta         *metav1.ObjectMeta
-	status       *v1.ApplierClaimStatus
-	kubeProvider string
-	target       applier.Ref
-	update       func(ctx context.Context) error
-	updateStatus func(ctx context.Context) error
+	*Claim
+	kind *claimKind
 }
 
 // Key is the queue's and Operations' key of a claim: its kind, namespace
@@ -173,7 +169,7 @@ func New(cfg Config) *Controller {
 	}
 	r := cfg.Factory.Reverser().V1alpha1()
 	api := cfg.Reverser.ReverserV1alpha1()
-	c := &Controller{cfg: cfg, targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(),
+	c := &Controller{cfg: cfg, targets: r.GitTargets().Lister(), kps: r.KubeProviders().Lister(), read: NewReader(cfg.Factory), api: api,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "applierclaims"})}
 	c.kinds = map[v1.ApplierKind]*claimKind{
@@ -184,8 +180,6 @@ func New(cfg Config) *Controller {
 			resource: v1.ArgoCDApplications.Resource, what: "Application", schedule: "Argo CD keeps its own automated sync",
 			holder: &applier.ArgoCD{Client: cfg.Dynamic}},
 	}
-	c.kinds[v1.ApplierKindFluxClaim].get = fluxClaims(c.kinds[v1.ApplierKindFluxClaim], r.FluxClaims().Lister(), api)
-	c.kinds[v1.ApplierKindArgoCDClaim].get = argoCDClaims(c.kinds[v1.ApplierKindArgoCDClaim], r.ArgoCDClaims().Lister(), api)
 	cfg.Operations.mu.Lock()
 	cfg.Operations.notify = c.queue.Add
 	cfg.Operations.mu.Unlock()
@@ -225,48 +219,6 @@ func (c *Controller) watch(r reverserv1alpha1.Interface) {
 	c.synced = append(c.synced, r.GitTargets().Informer().HasSynced, r.KubeProviders().Informer().HasSynced)
 }
 
-// fluxClaims reads a FluxClaim as a claim.
-func fluxClaims(kind *claimKind, lister listers.FluxClaimLister, api typedv1alpha1.ReverserV1alpha1Interface) func(ns, name string) (*claim, error) {
-	return func(ns, name string) (*claim, error) {
-		fc, err := lister.FluxClaims(ns).Get(name)
-		if err != nil {
-			return nil, err
-		}
-		fc = fc.DeepCopy()
-		return &claim{kind: kind, meta: &fc.ObjectMeta, status: &fc.Status, kubeProvider: fc.Spec.KubeProviderRef.Name,
-			target: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name},
-			update: func(ctx context.Context) error {
-				_, err := api.FluxClaims(ns).Update(ctx, fc, metav1.UpdateOptions{})
-				return err
-			},
-			updateStatus: func(ctx context.Context) error {
-				_, err := api.FluxClaims(ns).UpdateStatus(ctx, fc, metav1.UpdateOptions{})
-				return err
-			}}, nil
-	}
-}
-
-// argoCDClaims reads an ArgoCDClaim as a claim.
-func argoCDClaims(kind *claimKind, lister listers.ArgoCDClaimLister, api typedv1alpha1.ReverserV1alpha1Interface) func(ns, name string) (*claim, error) {
-	return func(ns, name string) (*claim, error) {
-		ac, err := lister.ArgoCDClaims(ns).Get(name)
-		if err != nil {
-			return nil, err
-		}
-		ac = ac.DeepCopy()
-		return &claim{kind: kind, meta: &ac.ObjectMeta, status: &ac.Status, kubeProvider: ac.Spec.KubeProviderRef.Name,
-			target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name},
-			update: func(ctx context.Context) error {
-				_, err := api.ArgoCDClaims(ns).Update(ctx, ac, metav1.UpdateOptions{})
-				return err
-			},
-			updateStatus: func(ctx context.Context) error {
-				_, err := api.ArgoCDClaims(ns).UpdateStatus(ctx, ac, metav1.UpdateOptions{})
-				return err
-			}}, nil
-	}
-}
-
 // Run holds claims until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	return loop.Run(ctx, c.queue, c.synced, workers, "applier claims", c.reconcile)
@@ -274,12 +226,12 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 
 // named says whether a GitTarget in the claim's namespace names it.
 func (c *Controller) named(cl *claim) (bool, error) {
-	gts, err := c.targets.GitTargets(cl.meta.Namespace).List(labels.Everything())
+	gts, err := c.targets.GitTargets(cl.Meta.Namespace).List(labels.Everything())
 	if err != nil {
 		return false, err
 	}
 	return slices.ContainsFunc(gts, func(gt *v1.GitTarget) bool {
-		return gt.Spec.ApplierRef != nil && gt.Spec.ApplierRef.Kind == cl.kind.kind && gt.Spec.ApplierRef.Name == cl.meta.Name
+		return gt.Spec.ApplierRef != nil && gt.Spec.ApplierRef.Kind == cl.kind.kind && gt.Spec.ApplierRef.Name == cl.Meta.Name
 	}), nil
 }
 
@@ -291,7 +243,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if !ok {
 		return 0, nil
 	}
-	cl, err := k.get(ns, name)
+	read, err := c.read.Get(k.kind, ns, name)
 	if apierrors.IsNotFound(err) {
 		c.cfg.Operations.forget(key)
 		return 0, nil
@@ -299,7 +251,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	if cl.meta.DeletionTimestamp != nil {
+	cl := &claim{Claim: read, kind: k}
+	if cl.Meta.DeletionTimestamp != nil {
 		return 0, c.release(ctx, cl, nil)
 	}
 	named, err := c.named(cl)
@@ -310,11 +263,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: " + k.schedule + "."})
 	}
-	kp, err := c.kps.Get(cl.kubeProvider)
+	kp, err := c.kps.Get(cl.KubeProvider)
 	switch {
 	case apierrors.IsNotFound(err):
 		return c.cfg.Resync, c.release(ctx, cl, stalled("KubeProviderNotFound", fmt.Sprintf(
-			"KubeProvider %s does not exist: create it or fix spec.kubeProviderRef", cl.kubeProvider)))
+			"KubeProvider %s does not exist: create it or fix spec.kubeProviderRef", cl.KubeProvider)))
 	case err != nil:
 		return 0, err
 	case !kp.Spec.InCluster:
@@ -323,13 +276,13 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	}
 	// A claim is admitted by its KubeProvider as a GitTarget is: a
 	// namespace the provider stops admitting loses its holds.
-	admitted, err := tenancy.Consumer(ctx, kp, cl.meta.Namespace, c.cfg.NamespaceLabels)
+	admitted, err := tenancy.Consumer(ctx, kp, cl.Meta.Namespace, c.cfg.NamespaceLabels)
 	if err != nil {
 		return 0, err
 	}
 	if !admitted {
 		return c.cfg.Resync, c.release(ctx, cl, stalled("KubeProviderNotLent", fmt.Sprintf(
-			"KubeProvider %s does not admit claims from namespace %s: add it to the provider's spec.consumerNamespaces", kp.Name, cl.meta.Namespace)))
+			"KubeProvider %s does not admit claims from namespace %s: add it to the provider's spec.consumerNamespaces", kp.Name, cl.Meta.Namespace)))
 	}
 	if refusal, err := c.authorized(ctx, cl); err != nil || refusal != "" {
 		if err != nil {
@@ -338,18 +291,18 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: "NotAuthorized", Message: refusal})
 	}
-	if !slices.Contains(cl.meta.Finalizers, Finalizer) {
-		cl.meta.Finalizers = append(cl.meta.Finalizers, Finalizer)
-		return 0, ignoreConflict(cl.update(ctx)) // its event brings the claim back
+	if !slices.Contains(cl.Meta.Finalizers, Finalizer) {
+		cl.Meta.Finalizers = append(cl.Meta.Finalizers, Finalizer)
+		return 0, ignoreConflict(cl.write(ctx, c.api, false)) // its event brings the claim back
 	}
 	annotated := ns + "/" + name
-	if err := k.holder.TakeOver(ctx, cl.target, annotated, c.mayHold(cl)); err != nil {
+	if err := k.holder.TakeOver(ctx, cl.Target, annotated, c.mayHold(cl)); err != nil {
 		var refused *notAuthorized
 		if errors.As(err, &refused) {
 			// Nothing was written; what the claim held before (a source
 			// it may no longer hold) is given back. The finalizer stays,
 			// or adding it again would loop.
-			if err := k.holder.Release(ctx, cl.target, annotated); err != nil && !meta.IsNoMatchError(err) {
+			if err := k.holder.Release(ctx, cl.Target, annotated); err != nil && !meta.IsNoMatchError(err) {
 				return 0, err
 			}
 			return c.cfg.Resync, c.writeStatus(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
@@ -363,24 +316,24 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 // holding is the Ready condition of a held claim: Holding, or ApplierFailing
 // when the applier failed the newest converge.
 func (c *Controller) holding(cl *claim) *metav1.Condition {
-	if r, ok := c.cfg.Operations.get(Key(cl.kind.kind, cl.meta.Namespace, cl.meta.Name)); ok && r.Failure != "" {
+	if r, ok := c.cfg.Operations.get(cl.Key()); ok && r.Failure != "" {
 		return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "ApplierFailing",
 			Message: fmt.Sprintf("The %s failed to apply %s: %s; Reverser asks again with a backoff, and the fix is in the branch or the cluster",
 				cl.kind.what, r.Head, r.Failure)}
 	}
 	return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Holding", Message: fmt.Sprintf(
-		"Reverser holds the schedule of %s %s: it applies when Reverser asks.", cl.kind.what, cl.target)}
+		"Reverser holds the schedule of %s %s: it applies when Reverser asks.", cl.kind.what, cl.Target)}
 }
 
 // release gives the schedule back and, with why, says so in status; a
 // deleted claim loses its finalizer instead.
 func (c *Controller) release(ctx context.Context, cl *claim, why *metav1.Condition) error {
-	if slices.Contains(cl.meta.Finalizers, Finalizer) {
-		if err := cl.kind.holder.Release(ctx, cl.target, cl.meta.Namespace+"/"+cl.meta.Name); err != nil && !meta.IsNoMatchError(err) {
+	if slices.Contains(cl.Meta.Finalizers, Finalizer) {
+		if err := cl.kind.holder.Release(ctx, cl.Target, cl.Meta.Namespace+"/"+cl.Meta.Name); err != nil && !meta.IsNoMatchError(err) {
 			return err
 		}
-		cl.meta.Finalizers = slices.DeleteFunc(cl.meta.Finalizers, func(f string) bool { return f == Finalizer })
-		return ignoreConflict(cl.update(ctx)) // its event brings the claim back for the status
+		cl.Meta.Finalizers = slices.DeleteFunc(cl.Meta.Finalizers, func(f string) bool { return f == Finalizer })
+		return ignoreConflict(cl.write(ctx, c.api, false)) // its event brings the claim back for the status
 	}
 	if why == nil {
 		return nil
@@ -391,13 +344,13 @@ func (c *Controller) release(ctx context.Context, cl *claim, why *metav1.Conditi
 // authorized asks again whether status.authorizedBy may still get and
 // patch the applier object; it returns the refusal in words a user can act on.
 func (c *Controller) authorized(ctx context.Context, cl *claim) (string, error) {
-	a := cl.status.AuthorizedBy
+	a := cl.Status.AuthorizedBy
 	if a == nil {
 		return "nobody is recorded as having authorised this claim: re-apply it", nil
 	}
 	now := time.Now()
 	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, now, c.cfg.RecordedGroupsMaxAge),
-		tenancy.ClaimAccess(cl.kind.group, cl.kind.resource, cl.target.Namespace, cl.target.Name))
+		tenancy.ClaimAccess(cl.kind.group, cl.kind.resource, cl.Target.Namespace, cl.Target.Name))
 	if err != nil || len(missing) == 0 {
 		return "", err
 	}
@@ -415,7 +368,7 @@ func (e *notAuthorized) Error() string { return e.message }
 // whether status.authorizedBy may get and patch it.
 func (c *Controller) mayHold(cl *claim) applier.Authorize {
 	return func(ctx context.Context, gr schema.GroupResource, obj applier.Ref) error {
-		a := cl.status.AuthorizedBy
+		a := cl.Status.AuthorizedBy
 		if a == nil {
 			return &notAuthorized{message: "nobody is recorded as having authorised this claim: re-apply it"}
 		}
@@ -456,26 +409,26 @@ func reasonFor(err error) string {
 // writeStatus writes ready, held and the newest converge reported when
 // they differ from the claim's.
 func (c *Controller) writeStatus(ctx context.Context, cl *claim, ready *metav1.Condition, held bool) error {
-	before := cl.status.DeepCopy()
-	cl.status.ObservedGeneration = cl.meta.Generation
-	if r, ok := c.cfg.Operations.get(Key(cl.kind.kind, cl.meta.Namespace, cl.meta.Name)); ok {
-		cl.status.Operation = operation(r)
+	before := cl.Status.DeepCopy()
+	cl.Status.ObservedGeneration = cl.Meta.Generation
+	if r, ok := c.cfg.Operations.get(cl.Key()); ok {
+		cl.Status.Operation = operation(r)
 		if r.LastAppliedRevision != "" {
-			cl.status.LastAppliedRevision = r.LastAppliedRevision
+			cl.Status.LastAppliedRevision = r.LastAppliedRevision
 		}
 	}
-	meta.SetStatusCondition(&cl.status.Conditions, *ready)
+	meta.SetStatusCondition(&cl.Status.Conditions, *ready)
 	heldCond := metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionFalse, Reason: ready.Reason,
 		Message: "The applier keeps its own schedule."}
 	if held {
 		heldCond = metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionTrue, Reason: "Holding",
 			Message: "Reverser holds the applier's schedule and asks it to apply."}
 	}
-	meta.SetStatusCondition(&cl.status.Conditions, heldCond)
-	if equalStatus(*cl.status, *before) {
+	meta.SetStatusCondition(&cl.Status.Conditions, heldCond)
+	if equalStatus(*cl.Status, *before) {
 		return nil
 	}
-	return ignoreConflict(cl.updateStatus(ctx))
+	return ignoreConflict(cl.write(ctx, c.api, true))
 }
 
 func ignoreConflict(err error) error {

@@ -31,7 +31,7 @@ func TestAWithdrawnRightEndsTheHold(t *testing.T) {
 		return authorizer.DecisionNoOpinion, "", nil
 	})}}
 	cl := &claim{kind: &claimKind{group: "kustomize.toolkit.fluxcd.io", resource: "kustomizations"},
-		target: applier.Ref{Namespace: "flux-system", Name: "apps"}, status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "eve"}}}
+		Claim: &Claim{Target: applier.Ref{Namespace: "flux-system", Name: "apps"}, Status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "eve"}}}}
 	refusal, err := c.authorized(context.Background(), cl)
 	assert.NoError(t, err)
 	assert.Empty(t, refusal, "eve may")
@@ -41,7 +41,7 @@ func TestAWithdrawnRightEndsTheHold(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Contains(t, refusal, `user "eve" may not hand this applier to Reverser: it lacks patch kustomizations.kustomize.toolkit.fluxcd.io flux-system/apps`)
 
-	cl.status.AuthorizedBy = nil
+	cl.Status.AuthorizedBy = nil
 	refusal, _ = c.authorized(context.Background(), cl)
 	assert.Contains(t, refusal, "nobody is recorded as having authorised this claim")
 }
@@ -66,8 +66,8 @@ func TestReasonFor(t *testing.T) {
 func TestOnlyTheAppliersFailureMakesAClaimFailing(t *testing.T) {
 	ops := NewOperations()
 	c := &Controller{cfg: Config{Operations: ops}}
-	cl := &claim{kind: &claimKind{kind: v1.ApplierKindFluxClaim, what: "Kustomization"}, meta: &metav1.ObjectMeta{Namespace: "team", Name: "apps"},
-		target: applier.Ref{Namespace: "flux-system", Name: "apps"}}
+	cl := &claim{kind: &claimKind{kind: v1.ApplierKindFluxClaim, what: "Kustomization"}, Claim: &Claim{Kind: v1.ApplierKindFluxClaim,
+		Meta: &metav1.ObjectMeta{Namespace: "team", Name: "apps"}, Target: applier.Ref{Namespace: "flux-system", Name: "apps"}}}
 	key := Key(v1.ApplierKindFluxClaim, "team", "apps")
 	assert.Equal(t, "Holding", c.holding(cl).Reason, "nothing reported yet")
 	ops.Record(key, worker.ApplyReport{Reason: "CatchUp", Note: "yielded to a live edit"})
@@ -93,7 +93,7 @@ func TestASourceIsHeldOnlyWhereTheAuthorMayPatchIt(t *testing.T) {
 		}
 		return authorizer.DecisionNoOpinion, "", nil
 	})}}
-	cl := &claim{kind: &claimKind{what: "Kustomization"}, status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "bob"}}}
+	cl := &claim{kind: &claimKind{what: "Kustomization"}, Claim: &Claim{Status: &v1.ApplierClaimStatus{AuthorizedBy: &v1.Author{Username: "bob"}}}}
 	may := c.mayHold(cl)
 	repos := v1.FluxGitRepositories.GroupResource()
 	assert.NoError(t, may(context.Background(), repos, applier.Ref{Namespace: "team", Name: "mine"}))
@@ -103,6 +103,6 @@ func TestASourceIsHeldOnlyWhereTheAuthorMayPatchIt(t *testing.T) {
 	assert.ErrorContains(t, err, `user "bob" may not hand this applier to Reverser: it lacks get gitrepositories.source.toolkit.fluxcd.io flux-system/platform, patch gitrepositories.source.toolkit.fluxcd.io flux-system/platform`)
 	assert.Contains(t, asked, "bob patch gitrepositories.source.toolkit.fluxcd.io flux-system/platform")
 
-	cl.status.AuthorizedBy = nil
+	cl.Status.AuthorizedBy = nil
 	assert.ErrorAs(t, may(context.Background(), repos, applier.Ref{Namespace: "team", Name: "mine"}), &refused)
 }

@@ -1,4 +1,4 @@
-package mirror
+package gitprovider
 
 import (
 	"context"
@@ -28,19 +28,19 @@ func TestSigner(t *testing.T) {
 		secret("team", map[string][]byte{"id": key}),
 		secret("other", map[string][]byte{"id": key}),
 	)
-	c := &Controller{cfg: Config{Kube: kube}}
+	c := started(t, kube)
 	gp := func(ns, secretNS, key string) *v1.GitProvider {
 		return &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "repo"}, Spec: v1.GitProviderSpec{
 			Signing: &v1.CommitSigning{SSHKeySecretRef: &v1.SecretKeyReference{Namespace: secretNS, Name: "signer", Key: key}}}}
 	}
 	ctx := context.Background()
 
-	signer, fp, err := c.signer(ctx, &v1.GitProvider{})
+	signer, fp, err := c.Signer(ctx, &v1.GitProvider{})
 	require.NoError(t, err)
 	assert.Nil(t, signer, "no spec.signing: unsigned")
 	assert.Empty(t, fp)
 
-	signer, fp, err = c.signer(ctx, gp("team", "", "id"))
+	signer, fp, err = c.Signer(ctx, gp("team", "", "id"))
 	require.NoError(t, err)
 	require.NotNil(t, signer)
 	assert.NotEmpty(t, fp)
@@ -53,27 +53,28 @@ func TestSigner(t *testing.T) {
 		{gp("nobody", "", "id"), "SigningKeyNotFound"},
 		{gp("team", "", "absent"), "SigningKeyNotFound"},
 	} {
-		_, _, err := c.signer(ctx, tc.gp)
-		var p *problem
-		require.True(t, errors.As(err, &p), "%v", err)
-		assert.Equal(t, tc.reason, p.reason)
-		assert.False(t, p.transient, "a lasting problem: the mirror stops")
+		_, _, err := c.Signer(ctx, tc.gp)
+		var r *Reason
+		require.True(t, errors.As(err, &r), "a lasting problem, the mirror stops: %v", err)
+		assert.Equal(t, tc.reason, r.Reason)
 	}
 
 	_, err = kube.CoreV1().Secrets("team").Update(ctx, secret("team", map[string][]byte{"id": []byte("garbage")}), metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, _, err = c.signer(ctx, gp("team", "", "id"))
-	var p *problem
-	require.True(t, errors.As(err, &p))
-	assert.Equal(t, "InvalidSigningKey", p.reason)
-	assert.NotContains(t, p.message, "garbage", "the key's bytes are never quoted")
+	var r *Reason
+	eventually(t, "the garbled key read", func() bool {
+		_, _, err = c.Signer(ctx, gp("team", "", "id"))
+		return errors.As(err, &r) && r.Reason == "InvalidSigningKey"
+	})
+	assert.NotContains(t, r.Message, "garbage", "the key's bytes are never quoted")
 
 	rotated, _ := testkeys.SSH(t)
 	_, err = kube.CoreV1().Secrets("team").Update(ctx, secret("team", map[string][]byte{"id": rotated}), metav1.UpdateOptions{})
 	require.NoError(t, err)
-	_, rotatedFP, err := c.signer(ctx, gp("team", "", "id"))
-	require.NoError(t, err)
-	assert.NotEqual(t, fp, rotatedFP, "a rotated key is handed to the worker")
+	eventually(t, "a rotated key handed to the worker", func() bool {
+		_, rotatedFP, err := c.Signer(ctx, gp("team", "", "id"))
+		return err == nil && rotatedFP != fp
+	})
 }
 
 // An OpenPGP key signs as well, read the same way; an SSH key where an
@@ -83,18 +84,18 @@ func TestOpenPGPSigner(t *testing.T) {
 	sshKey, _ := testkeys.SSH(t)
 	kube := kubefake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "signer"},
 		Data: map[string][]byte{"pgp": private, "passphrase": []byte("passphrase"), "ssh": sshKey}})
-	c := &Controller{cfg: Config{Kube: kube}}
+	c := started(t, kube)
 	gp := func(key string) *v1.GitProvider {
 		return &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "repo"}, Spec: v1.GitProviderSpec{
 			Signing: &v1.CommitSigning{OpenPGPKeySecretRef: &v1.SecretKeyReference{Name: "signer", Key: key}}}}
 	}
-	signer, fp, err := c.signer(context.Background(), gp("pgp"))
+	signer, fp, err := c.Signer(context.Background(), gp("pgp"))
 	require.NoError(t, err)
 	assert.NotNil(t, signer)
 	assert.NotEmpty(t, fp)
-	_, _, err = c.signer(context.Background(), gp("ssh"))
-	var p *problem
-	require.True(t, errors.As(err, &p))
-	assert.Equal(t, "InvalidSigningKey", p.reason)
-	assert.Contains(t, p.message, "not a usable OpenPGP private key")
+	_, _, err = c.Signer(context.Background(), gp("ssh"))
+	var r *Reason
+	require.True(t, errors.As(err, &r))
+	assert.Equal(t, "InvalidSigningKey", r.Reason)
+	assert.Contains(t, r.Message, "not a usable OpenPGP private key")
 }

@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
@@ -25,15 +24,6 @@ import (
 // one; ArgoCDClaim's is 0s.
 const defaultCatchUpAfter = time.Minute
 
-// heldClaim is a claim of either kind as the mirror reads it.
-type heldClaim struct {
-	meta         *metav1.ObjectMeta
-	status       *v1.ApplierClaimStatus
-	kubeProvider string
-	target       applier.Ref
-	catchUpAfter *metav1.Duration
-}
-
 // claim returns the applier the GitTarget's claim hands its worker: only a
 // claim the claims controller holds (its Held condition True, and the
 // applier object annotated for it), reached through the claim's own
@@ -45,59 +35,46 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	if ref == nil {
 		return nil, "", nil
 	}
-	var hc heldClaim
-	switch ref.Kind {
-	case v1.ApplierKindFluxClaim:
-		var fc *v1.FluxClaim
-		if fc, err = c.claims.FluxClaims(gt.Namespace).Get(ref.Name); err == nil {
-			hc = heldClaim{meta: &fc.ObjectMeta, status: &fc.Status, kubeProvider: fc.Spec.KubeProviderRef.Name,
-				target: applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name}, catchUpAfter: fc.Spec.CatchUpAfter}
-		}
-	case v1.ApplierKindArgoCDClaim:
-		var ac *v1.ArgoCDClaim
-		if ac, err = c.argoClaims.ArgoCDClaims(gt.Namespace).Get(ref.Name); err == nil {
-			hc = heldClaim{meta: &ac.ObjectMeta, status: &ac.Status, kubeProvider: ac.Spec.KubeProviderRef.Name,
-				target: applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name}, catchUpAfter: ac.Spec.CatchUpAfter}
-		}
-	default:
+	if ref.Kind != v1.ApplierKindFluxClaim && ref.Kind != v1.ApplierKindArgoCDClaim {
 		return nil, "", nil
 	}
+	hc, err := c.claims.Get(ref.Kind, gt.Namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
 		return nil, "", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	if !meta.IsStatusConditionTrue(hc.status.Conditions, claims.ConditionHeld) || hc.meta.DeletionTimestamp != nil {
+	if !meta.IsStatusConditionTrue(hc.Status.Conditions, claims.ConditionHeld) || hc.Meta.DeletionTimestamp != nil {
 		return nil, "", nil // the claim's own status says why
 	}
-	kp, err := c.kps.Get(hc.kubeProvider)
+	kp, err := c.kps.Get(hc.KubeProvider)
 	if err != nil {
 		return nil, "", nil // released by the claims controller, which says why
 	}
-	src, err := c.source(ctx, kp)
+	src, err := c.cfg.Clusters.Cluster(kp)
 	if err != nil {
 		return nil, "", err
 	}
-	annotated := hc.meta.Namespace + "/" + hc.meta.Name
-	cl = &worker.Claim{Key: claims.Key(ref.Kind, hc.meta.Namespace, hc.meta.Name), Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll}
+	annotated := hc.Meta.Namespace + "/" + hc.Meta.Name
+	cl = &worker.Claim{Key: hc.Key(), Grace: c.cfg.ApplyGrace, Poll: c.cfg.RemotePoll}
 	var holder interface {
 		HeldBy(ctx context.Context, ref applier.Ref, claim string) (bool, string, error)
 	}
 	var identities []string
 	if ref.Kind == v1.ApplierKindFluxClaim {
-		flux := &applier.Flux{Client: src.dynamic}
+		flux := &applier.Flux{Client: src.Dynamic}
 		holder, identities = flux, c.cfg.FluxIdentities
-		cl.Applier, cl.Manager, cl.CatchUpAfter = &applier.Kustomization{Flux: flux, Ref: hc.target}, applier.FluxManager, defaultCatchUpAfter
+		cl.Applier, cl.Manager, cl.CatchUpAfter = &applier.Kustomization{Flux: flux, Ref: hc.Target}, applier.FluxManager, defaultCatchUpAfter
 	} else {
-		argo := &applier.ArgoCD{Client: src.dynamic}
+		argo := &applier.ArgoCD{Client: src.Dynamic}
 		holder, identities = argo, c.cfg.ArgoCDIdentities
-		cl.Applier, cl.Manager = &applier.Application{ArgoCD: argo, Ref: hc.target}, applier.ArgoCDManager
+		cl.Applier, cl.Manager = &applier.Application{ArgoCD: argo, Ref: hc.Target}, applier.ArgoCDManager
 	}
 	// Held is the claim's status, which whoever may write it could forge;
 	// the applier object's claimed-by annotation only the claims controller
 	// writes, with its own rights, after checking the claim's author.
-	held, appliedInto, err := holder.HeldBy(ctx, hc.target, annotated)
+	held, appliedInto, err := holder.HeldBy(ctx, hc.Target, annotated)
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
 		// A moment's failure keeps the worker's claim as it is (the caller
@@ -106,8 +83,8 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	case err != nil || !held:
 		return nil, "", nil // the claims controller says why in the claim's status
 	}
-	if hc.catchUpAfter != nil {
-		cl.CatchUpAfter = hc.catchUpAfter.Duration
+	if hc.CatchUpAfter != nil {
+		cl.CatchUpAfter = hc.CatchUpAfter.Duration
 	}
 	for _, u := range identities {
 		cl.Writers = append(cl.Writers, attribution.Identity(u, domain))

@@ -20,14 +20,13 @@
 // later runs only once the closed one has stopped, so two never share a
 // local repository.
 //
-// Streams share their source's informers (stream.Informers): one per
-// resource a cluster serves, not one per GitTarget. One discovery of a
-// source serves the GitTargets reconciled within discoveryMaxAge, unless a
-// rule asks for something it does not list.
+// Streams share their cluster's informers (stream.Informers): one per
+// resource a cluster serves, not one per GitTarget. The clients of each
+// KubeProvider's cluster and its discovery are kubeprovider.Clusters'.
 //
-// Locks: Controller.mu guards mirrors, workers, retired, sources (with each
-// source's last discovery) and reports. It is never held while calling a
-// worker, discovering or stopping a stream, which may block.
+// Locks: Controller.mu guards mirrors, workers, retired and reports. It is
+// never held while calling a worker, discovering or stopping a stream,
+// which may block.
 package mirror
 
 import (
@@ -45,31 +44,28 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/sync/errgroup"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/controller/claims"
 	"reverser.dev/reverser/pkg/controller/commitrequest"
+	"reverser.dev/reverser/pkg/controller/gitprovider"
+	"reverser.dev/reverser/pkg/controller/kubeprovider"
 	"reverser.dev/reverser/pkg/controller/loop"
-	"reverser.dev/reverser/pkg/controller/providerstatus"
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
@@ -82,18 +78,12 @@ import (
 	"reverser.dev/reverser/pkg/worker"
 )
 
-// DefaultSecretNamespace is where KubeProviders' Secrets live unless
-// configured otherwise.
-const DefaultSecretNamespace = "reverser-system"
-
 // Config wires the controller.
 type Config struct {
-	// Reverser reaches our API; Kube the control cluster (for Secrets).
+	// Reverser reaches our API; Kube the control cluster (its Namespaces'
+	// labels).
 	Reverser versioned.Interface
 	Kube     kubernetes.Interface
-	// Source is the cluster the controller runs against: what inCluster
-	// KubeProviders mirror.
-	Source *rest.Config
 	// DataDir holds the branch workers' local repositories.
 	DataDir string
 	// Resync is how often every GitTarget is reconciled again, which picks
@@ -110,10 +100,12 @@ type Config struct {
 	// a rule may still list and watch what it selects (SubjectAccessReviews,
 	// cached for less than Resync).
 	Authorizer authorizer.Authorizer
-	// SecretNamespace is the only namespace KubeProviders' Secrets
-	// (kubeconfigs, audit tokens) are read from: a cluster-scoped object has
-	// no namespace of its own, and this one is the controller's.
-	SecretNamespace string
+	// Clusters holds the clients of every KubeProvider's cluster and their
+	// discovery (package kubeprovider).
+	Clusters *kubeprovider.Clusters
+	// Secrets reads the Git credentials and signing keys GitProviders name
+	// (package gitprovider).
+	Secrets *gitprovider.Secrets
 	// FluxIdentities and ArgoCDIdentities are the users Flux's
 	// kustomize-controller and Argo CD's application controller write as;
 	// during an apply window their writes are echoes.
@@ -131,9 +123,6 @@ type Config struct {
 	// DigestKey keys the digests that tell an unchanged sealed Secret
 	// (package seal); without it, GitTargets with spec.encryption stall.
 	DigestKey []byte
-	// ProviderStatus writes the KubeProviders' status, where the
-	// source-cluster front ends write their part too.
-	ProviderStatus *providerstatus.Writer
 	// CheckPush asks a remote whether it takes pushes with some
 	// credentials; nil is gitrepo.CheckPush.
 	CheckPush func(ctx context.Context, url string, auth transport.AuthMethod) error
@@ -153,18 +142,15 @@ type Controller struct {
 	clusterRules listers.ClusterWatchRuleLister
 	gps          listers.GitProviderLister
 	kps          listers.KubeProviderLister
-	claims       listers.FluxClaimLister
-	// argoClaims reads ArgoCDClaims.
-	argoClaims listers.ArgoCDClaimLister
-	secrets    corelisters.SecretNamespaceLister
-	queue      workqueue.TypedRateLimitingInterface[string]
+	// claims reads FluxClaims and ArgoCDClaims (the one claim model).
+	claims *claims.Reader
+	queue  workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	ctx     context.Context
 	workers map[string]*runningWorker // by workerKey: GitProvider, URL and branch
 	retired map[string]*runningWorker // closed, by workerKey, until they have stopped
 	mirrors map[string]*mirrorState   // by GitTarget namespace/name
-	sources map[string]*source        // by KubeProvider name
 	reports map[string]*report        // what workers said, by GitTarget
 	// pushable is, by workerKey, the credential fingerprint the remote
 	// last said takes pushes (pushAllowed).
@@ -192,23 +178,6 @@ type mirrorState struct {
 	// policies are the running streams' credential policies: a stream
 	// restarts when its policy changes.
 	policies map[document.Scope]string
-}
-
-type source struct {
-	fingerprint string
-	dynamic     dynamic.Interface
-	discovery   discovery.DiscoveryInterface
-	// informers are shared by every GitTarget mirroring this cluster.
-	informers *stream.Informers
-	// served is the last discovery, shared by the GitTargets reconciled
-	// within discoveryMaxAge of it; guarded by Controller.mu.
-	served   resolve.Served
-	servedAt time.Time
-	// discovered is the outcome of the last discovery through this source,
-	// for the KubeProvider's Ready condition; nil error and zero time when
-	// nothing used it yet.
-	discoveredAt time.Time
-	discoveryErr error
 }
 
 type runningWorker struct {
@@ -239,9 +208,6 @@ func New(cfg Config) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 30 * time.Second
 	}
-	if cfg.SecretNamespace == "" {
-		cfg.SecretNamespace = DefaultSecretNamespace
-	}
 	if cfg.RecordedGroupsMaxAge == 0 {
 		cfg.RecordedGroupsMaxAge = tenancy.DefaultRecordedGroupsMaxAge
 	}
@@ -252,28 +218,26 @@ func New(cfg Config) *Controller {
 	if f == nil {
 		f = informers.NewSharedInformerFactory(cfg.Reverser, 0)
 	}
-	kube := kubeinformers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, kubeinformers.WithNamespace(cfg.SecretNamespace))
 	namespaces := kubeinformers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, kubeinformers.WithTransform(namespaceLabelsOnly))
 	r := f.Reverser().V1alpha1()
 	c := &Controller{
-		cfg: cfg, factory: f, kube: kube, namespaces: namespaces, nsLister: namespaces.Core().V1().Namespaces().Lister(),
+		cfg: cfg, factory: f, namespaces: namespaces, nsLister: namespaces.Core().V1().Namespaces().Lister(),
 		targets: r.GitTargets().Lister(), rules: r.WatchRules().Lister(), clusterRules: r.ClusterWatchRules().Lister(),
-		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: r.FluxClaims().Lister(), argoClaims: r.ArgoCDClaims().Lister(),
-		secrets: kube.Core().V1().Secrets().Lister().Secrets(cfg.SecretNamespace),
+		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: claims.NewReader(f),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
 		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
-		sources: map[string]*source{}, reports: map[string]*report{}, pushable: map[string]string{},
+		reports: map[string]*report{}, pushable: map[string]string{},
 		observations: map[string]*observed{},
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittarget_status"}),
 	}
-	c.watchInputs(r, kube, namespaces)
+	c.watchInputs(r, namespaces)
 	return c
 }
 
 // watchInputs enqueues the GitTargets each input concerns when it changes.
-func (c *Controller) watchInputs(r reverserv1alpha1.Interface, kube, namespaces kubeinformers.SharedInformerFactory) {
+func (c *Controller) watchInputs(r reverserv1alpha1.Interface, namespaces kubeinformers.SharedInformerFactory) {
 	enqueueTarget := func(obj any) {
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -327,7 +291,10 @@ func (c *Controller) watchInputs(r reverserv1alpha1.Interface, kube, namespaces 
 	})
 	utilruntime.Must(err)
 	utilruntime.Must(addHandler(r.KubeProviders().Informer(), enqueueAll))
-	utilruntime.Must(addHandler(kube.Core().V1().Secrets().Informer(), enqueueAll))
+	// A rotated kubeconfig restarts the streams through that cluster; a
+	// rotated Git credential or signing key restarts the workers using it.
+	c.cfg.Clusters.OnSecretChange(c.enqueueAll)
+	c.cfg.Secrets.OnChange(c.secretChanged)
 	// A namespace's labels select it as a consumer, and as the receiver of
 	// loans, for the GitTargets and rules in it: a change of them may
 	// withdraw what those mirror, at once rather than at the next resync.
@@ -416,6 +383,21 @@ func (c *Controller) enqueueUsing(obj any) {
 	}
 }
 
+// secretChanged enqueues the GitTargets of namespace whose GitProvider
+// names Secret name.
+func (c *Controller) secretChanged(namespace, name string) {
+	gts, err := c.targets.GitTargets(namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, gt := range gts {
+		gp, err := c.gps.GitProviders(namespace).Get(gt.Spec.GitProviderRef.Name)
+		if err == nil && slices.Contains(tenancy.GitProviderSecrets(gp), name) {
+			c.queue.Add(namespace + "/" + gt.Name)
+		}
+	}
+}
+
 // Run reconciles until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer utilruntime.HandleCrashWithContext(ctx)
@@ -426,19 +408,19 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	c.mu.Unlock()
 	log := klog.FromContext(ctx)
 	c.factory.Start(ctx.Done())
-	c.kube.Start(ctx.Done())
 	c.namespaces.Start(ctx.Done())
 	for typ, ok := range c.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer for %v did not sync", typ)
 		}
 	}
-	for _, f := range []kubeinformers.SharedInformerFactory{c.kube, c.namespaces} {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("informer for %v did not sync", typ)
-			}
+	for typ, ok := range c.namespaces.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync", typ)
 		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.cfg.Clusters.HasSynced) {
+		return errors.New("the KubeProviders' Secrets did not sync")
 	}
 	log.Info("Mirror controller started")
 	for range workers {
@@ -448,7 +430,6 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		loop.Work(ctx, c.statusQueue, "gittarget status", loop.Once(c.refreshStatus))
 	}, time.Second)
 	go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.cfg.Resync)
-	go wait.UntilWithContext(ctx, c.reportProviders, 5*time.Second)
 	<-ctx.Done()
 	c.mu.Lock()
 	keys := slices.Collect(maps.Keys(c.mirrors))
@@ -464,7 +445,7 @@ func (c *Controller) Synced() bool {
 	r := c.factory.Reverser().V1alpha1()
 	return r.GitTargets().Informer().HasSynced() && r.WatchRules().Informer().HasSynced() &&
 		r.GitProviders().Informer().HasSynced() && r.KubeProviders().Informer().HasSynced() &&
-		c.kube.Core().V1().Secrets().Informer().HasSynced() && c.namespaces.Core().V1().Namespaces().Informer().HasSynced()
+		c.cfg.Clusters.HasSynced() && c.namespaces.Core().V1().Namespaces().Informer().HasSynced()
 }
 
 func (c *Controller) reconcile(ctx context.Context, key string) error {
@@ -559,7 +540,7 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 type mirrorInputs struct {
 	kp          *v1.KubeProvider
 	gp          *v1.GitProvider
-	src         *source
+	src         *kubeprovider.Cluster
 	auth        transport.AuthMethod
 	authFP      string
 	signer      gitrepo.Signer
@@ -599,7 +580,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	// that stays the same starts from an empty state) and streams restart.
 	c.mu.Lock()
 	m := c.mirrors[key]
-	restart := m != nil && (m.workerKey != in.workerKey || m.path != gt.Spec.Path || m.sourceFP != in.src.fingerprint)
+	restart := m != nil && (m.workerKey != in.workerKey || m.path != gt.Spec.Path || m.sourceFP != in.src.Fingerprint)
 	c.mu.Unlock()
 	if restart {
 		c.teardown(key)
@@ -649,7 +630,7 @@ func (c *Controller) preconditions(ctx context.Context, gt *v1.GitTarget) (*mirr
 	if p := c.secretsAuthorized(ctx, in.gp); p != nil {
 		return nil, p
 	}
-	if in.auth, in.authFP, err = c.gitAuth(ctx, in.gp); err != nil {
+	if in.auth, in.authFP, err = c.cfg.Secrets.Auth(ctx, in.gp); err != nil {
 		return nil, asProblem(err, "GitUnreachable").in(areaGit)
 	}
 	// Before the folder is claimed: a target whose credentials may not push
@@ -660,10 +641,10 @@ func (c *Controller) preconditions(ctx context.Context, gt *v1.GitTarget) (*mirr
 	if other := c.overlapping(gt, in.gp); other != nil {
 		return nil, pathConflict(gt, other)
 	}
-	if in.src, err = c.source(ctx, in.kp); err != nil {
+	if in.src, err = c.cfg.Clusters.Cluster(in.kp); err != nil {
 		return nil, asProblem(err, "SourceUnreachable")
 	}
-	if in.signer, in.signFP, err = c.signer(ctx, in.gp); err != nil {
+	if in.signer, in.signFP, err = c.cfg.Secrets.Signer(ctx, in.gp); err != nil {
 		return nil, asProblem(err, "SigningKeyUnreadable").in(areaConfig)
 	}
 	if in.sealer, in.sealFP, err = c.sealer(gt); err != nil {
@@ -688,14 +669,12 @@ func pathConflict(gt, other *v1.GitTarget) *problem {
 func (c *Controller) setTarget(ctx context.Context, gt *v1.GitTarget, in *mirrorInputs) {
 	gvrs := make([]schema.GroupVersionResource, 0, len(in.scopes))
 	kinds := map[schema.GroupVersionResource]string{}
-	c.mu.Lock()
-	served := in.src.served // what c.scopes resolved the rules against
-	c.mu.Unlock()
+	served, _ := c.cfg.Clusters.Served(in.src) // what c.scopes resolved the rules against
 	for _, s := range in.scopes {
 		gvrs = append(gvrs, s.GVR)
 		kinds[s.GVR] = served.Kind(s.GVR)
 	}
-	in.src.informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
+	in.src.Informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
 	in.worker.SetTarget(ctx, worker.Target{
 		Key:         gt.Namespace + "/" + gt.Name,
 		Namespace:   targetNamespace(in.appliedInto, gt.Spec.TargetNamespace, in.scopes),
@@ -722,7 +701,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 	keepsRef := m == nil
 	if m == nil {
 		// The new mirror keeps the reference this reconcile took.
-		m = &mirrorState{workerKey: in.workerKey, path: gt.Spec.Path, sourceFP: in.src.fingerprint, sealFP: in.sealFP,
+		m = &mirrorState{workerKey: in.workerKey, path: gt.Spec.Path, sourceFP: in.src.Fingerprint, sealFP: in.sealFP,
 			streams: map[document.Scope]*stream.Stream{}, policies: map[document.Scope]string{}}
 		c.mirrors[key] = m
 	}
@@ -736,7 +715,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 	}
 	for _, scope := range in.scopes {
 		if _, ok := m.streams[scope]; !ok {
-			m.streams[scope] = in.src.informers.Stream(c.ctx, key, gt.Spec.Path, scope, in.policies[scope], in.worker)
+			m.streams[scope] = in.src.Informers.Stream(c.ctx, key, gt.Spec.Path, scope, in.policies[scope], in.worker)
 			m.policies[scope] = in.policies[scope].String()
 		}
 		st.streams = append(st.streams, m.streams[scope])
@@ -759,7 +738,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 // selects, or (a ClusterWatchRule) when the target does not accept it.
 // The rules are checked ruleChecks at a time; the returned func writes
 // their statuses.
-func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *source,
+func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *kubeprovider.Cluster,
 	st *observed) ([]document.Scope, map[document.Scope][]v1.CredentialField, func(), error) {
 	var writes []func()
 	statuses := func() {
@@ -767,7 +746,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			write()
 		}
 	}
-	served, err := c.discover(src, c.resolvesEverything(gt, src))
+	served, err := c.cfg.Clusters.Discover(src, c.resolvesEverything(gt, src))
 	if err != nil {
 		return nil, nil, statuses, err
 	}
@@ -958,46 +937,12 @@ func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.S
 	return ns.Labels, nil
 }
 
-// discoveryMaxAge is how long one discovery of a source serves the
-// GitTargets reconciled after it, so that a resync of many GitTargets
-// discovers each cluster once, not once per GitTarget.
-const discoveryMaxAge = 10 * time.Second
-
-// discover returns what the source serves: the last discovery while it is
-// younger than discoveryMaxAge and cached says it will do, else a new one.
-func (c *Controller) discover(src *source, cached bool) (resolve.Served, error) {
-	c.mu.Lock()
-	served, at := src.served, src.servedAt
-	c.mu.Unlock()
-	if cached && !at.IsZero() && time.Since(at) < discoveryMaxAge {
-		return served, nil
-	}
-	groups, lists, err := src.discovery.ServerGroupsAndResources()
-	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-		err = fmt.Errorf("discovering the source's API: %w", err)
-	} else {
-		err = nil
-	}
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	src.discoveredAt, src.discoveryErr = now, err
-	if err != nil {
-		src.servedAt = time.Time{}
-		return resolve.Served{}, err
-	}
-	src.served, src.servedAt = resolve.NewServed(groups, lists), now
-	return src.served, nil
-}
-
 // resolvesEverything says whether the source's last discovery serves all
 // that the GitTarget's rules ask for; when it does not, the resource may
 // have been added since (a new CRD), and the source is discovered again.
-func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *source) bool {
-	c.mu.Lock()
-	served, at := src.served, src.servedAt
-	c.mu.Unlock()
-	if at.IsZero() {
+func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *kubeprovider.Cluster) bool {
+	served, ok := c.cfg.Clusters.Served(src)
+	if !ok {
 		return false
 	}
 	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
@@ -1029,66 +974,6 @@ func targetClusterRules(rules []*v1.ClusterWatchRule, gt *v1.GitTarget) []*v1.Cl
 	return slices.DeleteFunc(slices.Clone(rules), func(cwr *v1.ClusterWatchRule) bool {
 		return cwr.Spec.GitTargetRef.Namespace != gt.Namespace || cwr.Spec.GitTargetRef.Name != gt.Name
 	})
-}
-
-// source returns clients for a KubeProvider's cluster, rebuilt when its
-// kubeconfig Secret is rotated.
-func (c *Controller) source(ctx context.Context, kp *v1.KubeProvider) (*source, error) {
-	cfg, fp, err := c.sourceConfig(kp)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	s, ok := c.sources[kp.Name]
-	c.mu.Unlock()
-	if ok && s.fingerprint == fp {
-		return s, nil
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	// ConfigMaps and Secrets are informed on in protobuf (stream.Informers.WithTyped).
-	pcfg := rest.CopyConfig(cfg)
-	pcfg.ContentType = runtime.ContentTypeProtobuf
-	pcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	proto, err := kubernetes.NewForConfig(pcfg)
-	if err != nil {
-		return nil, err
-	}
-	s = &source{fingerprint: fp, dynamic: dyn, discovery: disc, informers: stream.NewInformers(dyn, clusterWide(kube)).WithTyped(proto)}
-	c.mu.Lock()
-	c.sources[kp.Name] = s
-	c.mu.Unlock()
-	return s, nil
-}
-
-// clusterWide asks the source whether its credentials may list and watch a
-// resource in every namespace: then one informer serves every namespace.
-func clusterWide(kube kubernetes.Interface) stream.ClusterWide {
-	return func(ctx context.Context, gvr schema.GroupVersionResource) (bool, error) {
-		for _, verb := range []string{"list", "watch"} {
-			review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return false, fmt.Errorf("reviewing the source's access to %s: %w", document.GVRString(gvr), err)
-			}
-			if !review.Status.Allowed {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
 }
 
 // workerKey names the branch worker of one GitProvider's branch: a worker

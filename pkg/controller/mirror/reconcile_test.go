@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/controller/kubeprovider"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 )
 
@@ -28,9 +29,10 @@ func TestOneDiscoveryServesManyGitTargets(t *testing.T) {
 	fake.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
 		{Name: "configmaps", Namespaced: true, Kind: "ConfigMap", Verbs: []string{"list", "watch"}}}}}
 	rules := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	c := &Controller{rules: listers.NewWatchRuleLister(rules),
+	clusters := &kubeprovider.Clusters{}
+	c := &Controller{cfg: Config{Clusters: clusters}, rules: listers.NewWatchRuleLister(rules),
 		clusterRules: listers.NewClusterWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
-	src := &source{discovery: fake}
+	src := &kubeprovider.Cluster{Discovery: fake}
 	discoveries := func() (n int) {
 		for _, a := range fake.Actions() {
 			if a.GetResource().Resource == "resource" {
@@ -47,7 +49,7 @@ func TestOneDiscoveryServesManyGitTargets(t *testing.T) {
 	reconcile := func(ns, name string) {
 		t.Helper()
 		gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		_, err := c.discover(src, c.resolvesEverything(gt, src))
+		_, err := clusters.Discover(src, c.resolvesEverything(gt, src))
 		require.NoError(t, err)
 	}
 
@@ -57,7 +59,8 @@ func TestOneDiscoveryServesManyGitTargets(t *testing.T) {
 	reconcile("b", "two")
 	reconcile("a", "one")
 	assert.Equal(t, 1, discoveries(), "one discovery for both GitTargets")
-	assert.False(t, src.discoveredAt.IsZero(), "the KubeProvider's status knows the source answered")
+	_, ok := clusters.Served(src)
+	assert.True(t, ok, "the cluster's discovery is kept")
 
 	rule("b", "two", "widgets") // a CRD the last discovery did not list
 	reconcile("b", "two")
