@@ -52,7 +52,7 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	if err != nil {
 		return nil, "", nil // released by the claims controller, which says why
 	}
-	src, err := c.cfg.Clusters.Cluster(kp)
+	cluster, err := c.cfg.Clusters.Cluster(kp)
 	if err != nil {
 		return nil, "", err
 	}
@@ -63,11 +63,11 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 	}
 	var identities []string
 	if ref.Kind == v1.ApplierKindFluxClaim {
-		flux := &applier.Flux{Client: src.Dynamic}
+		flux := &applier.Flux{Client: cluster.Dynamic}
 		holder, identities = flux, c.cfg.FluxIdentities
 		cl.Applier, cl.Manager, cl.CatchUpAfter = &applier.Kustomization{Flux: flux, Ref: hc.Target}, applier.FluxManager, defaultCatchUpAfter
 	} else {
-		argo := &applier.ArgoCD{Client: src.Dynamic}
+		argo := &applier.ArgoCD{Client: cluster.Dynamic}
 		holder, identities = argo, c.cfg.ArgoCDIdentities
 		cl.Applier, cl.Manager = &applier.Application{ArgoCD: argo, Ref: hc.Target}, applier.ArgoCDManager
 	}

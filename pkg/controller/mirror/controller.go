@@ -167,9 +167,9 @@ type mirrorState struct {
 	domain    string // the GitProvider's authorEmailDomain
 	// unnamed is the author of changes nobody is named for: the committer
 	// without audit, else the unresolved author.
-	unnamed  gitrepo.Signature
-	path     string
-	sourceFP string // streams restart when the source's credentials change
+	unnamed   gitrepo.Signature
+	path      string
+	clusterFP string // streams restart when the cluster's credentials change
 	// sealFP names what credentials are sealed to ("" when not mirrored):
 	// the streams that seal restart when it changes, so that each of their
 	// objects is read, and encrypted, again.
@@ -540,7 +540,7 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 type mirrorInputs struct {
 	kp          *v1.KubeProvider
 	gp          *v1.GitProvider
-	src         *kubeprovider.Cluster
+	cluster     *kubeprovider.Cluster
 	auth        transport.AuthMethod
 	authFP      string
 	signer      gitrepo.Signer
@@ -567,7 +567,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	if err != nil {
 		return asProblem(err, "GitUnreachable").in(areaGit)
 	}
-	scopes, credentials, statuses, err := c.scopes(ctx, gt, in.kp, in.src, st)
+	scopes, credentials, statuses, err := c.scopes(ctx, gt, in.kp, in.cluster, st)
 	// Rule statuses are written last: a hundred rules take a hundred
 	// writes, which need not hold up the streams.
 	defer statuses()
@@ -580,7 +580,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	// that stays the same starts from an empty state) and streams restart.
 	c.mu.Lock()
 	m := c.mirrors[key]
-	restart := m != nil && (m.workerKey != in.workerKey || m.path != gt.Spec.Path || m.sourceFP != in.src.Fingerprint)
+	restart := m != nil && (m.workerKey != in.workerKey || m.path != gt.Spec.Path || m.clusterFP != in.cluster.Fingerprint)
 	c.mu.Unlock()
 	if restart {
 		c.teardown(key)
@@ -641,7 +641,7 @@ func (c *Controller) preconditions(ctx context.Context, gt *v1.GitTarget) (*mirr
 	if other := c.overlapping(gt, in.gp); other != nil {
 		return nil, pathConflict(gt, other)
 	}
-	if in.src, err = c.cfg.Clusters.Cluster(in.kp); err != nil {
+	if in.cluster, err = c.cfg.Clusters.Cluster(in.kp); err != nil {
 		return nil, asProblem(err, "SourceUnreachable")
 	}
 	if in.signer, in.signFP, err = c.cfg.Secrets.Signer(ctx, in.gp); err != nil {
@@ -669,12 +669,12 @@ func pathConflict(gt, other *v1.GitTarget) *problem {
 func (c *Controller) setTarget(ctx context.Context, gt *v1.GitTarget, in *mirrorInputs) {
 	gvrs := make([]schema.GroupVersionResource, 0, len(in.scopes))
 	kinds := map[schema.GroupVersionResource]string{}
-	served, _ := c.cfg.Clusters.Served(in.src) // what c.scopes resolved the rules against
+	served, _ := c.cfg.Clusters.Served(in.cluster) // what c.scopes resolved the rules against
 	for _, s := range in.scopes {
 		gvrs = append(gvrs, s.GVR)
 		kinds[s.GVR] = served.Kind(s.GVR)
 	}
-	in.src.Informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
+	in.cluster.Informers.Decide(ctx, gvrs) // before c.mu: it may ask the source
 	in.worker.SetTarget(ctx, worker.Target{
 		Key:         gt.Namespace + "/" + gt.Name,
 		Namespace:   targetNamespace(in.appliedInto, gt.Spec.TargetNamespace, in.scopes),
@@ -701,7 +701,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 	keepsRef := m == nil
 	if m == nil {
 		// The new mirror keeps the reference this reconcile took.
-		m = &mirrorState{workerKey: in.workerKey, path: gt.Spec.Path, sourceFP: in.src.Fingerprint, sealFP: in.sealFP,
+		m = &mirrorState{workerKey: in.workerKey, path: gt.Spec.Path, clusterFP: in.cluster.Fingerprint, sealFP: in.sealFP,
 			streams: map[document.Scope]*stream.Stream{}, policies: map[document.Scope]string{}}
 		c.mirrors[key] = m
 	}
@@ -715,7 +715,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 	}
 	for _, scope := range in.scopes {
 		if _, ok := m.streams[scope]; !ok {
-			m.streams[scope] = in.src.Informers.Stream(c.ctx, key, gt.Spec.Path, scope, in.policies[scope], in.worker)
+			m.streams[scope] = in.cluster.Informers.Stream(c.ctx, key, gt.Spec.Path, scope, in.policies[scope], in.worker)
 			m.policies[scope] = in.policies[scope].String()
 		}
 		st.streams = append(st.streams, m.streams[scope])
@@ -738,7 +738,7 @@ func (c *Controller) attach(gt *v1.GitTarget, st *observed, in *mirrorInputs) {
 // selects, or (a ClusterWatchRule) when the target does not accept it.
 // The rules are checked ruleChecks at a time; the returned func writes
 // their statuses.
-func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, src *kubeprovider.Cluster,
+func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubeProvider, cluster *kubeprovider.Cluster,
 	st *observed) ([]document.Scope, map[document.Scope][]v1.CredentialField, func(), error) {
 	var writes []func()
 	statuses := func() {
@@ -746,7 +746,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			write()
 		}
 	}
-	served, err := c.cfg.Clusters.Discover(src, c.resolvesEverything(gt, src))
+	served, err := c.cfg.Clusters.Discover(cluster, c.resolvesEverything(gt, cluster))
 	if err != nil {
 		return nil, nil, statuses, err
 	}
@@ -940,8 +940,8 @@ func (c *Controller) namespaceLabels(ctx context.Context, name string) (labels.S
 // resolvesEverything says whether the source's last discovery serves all
 // that the GitTarget's rules ask for; when it does not, the resource may
 // have been added since (a new CRD), and the source is discovered again.
-func (c *Controller) resolvesEverything(gt *v1.GitTarget, src *kubeprovider.Cluster) bool {
-	served, ok := c.cfg.Clusters.Served(src)
+func (c *Controller) resolvesEverything(gt *v1.GitTarget, cluster *kubeprovider.Cluster) bool {
+	served, ok := c.cfg.Clusters.Served(cluster)
 	if !ok {
 		return false
 	}
