@@ -295,7 +295,7 @@ func (w *Worker) WithClock(c clock.Clock) *Worker {
 	return w
 }
 
-// mailbox holds what others ask of the worker, applied in order on the
+// mailbox holds what others ask of the worker, run in order on the
 // worker's goroutine. Posting never blocks.
 type mailbox struct {
 	mu     sync.Mutex
@@ -314,8 +314,8 @@ func (w *Worker) post(f func()) {
 	}
 }
 
-// applyMailbox runs what was posted, in order.
-func (w *Worker) applyMailbox() {
+// runPosted runs what was posted, in order.
+func (w *Worker) runPosted() {
 	w.ctl.mu.Lock()
 	ops := w.ctl.ops
 	w.ctl.ops = nil
@@ -505,7 +505,7 @@ func (w *Worker) Run(ctx context.Context) {
 			w.drain() // the mailbox, then the changes sent before this step
 		case f := <-w.in:
 			metrics.QueueDepth.Dec()
-			w.applyMailbox() // what was asked before this change was sent
+			w.runPosted() // what was asked before this change was sent
 			f()
 			w.drain()
 		case <-w.wake:
@@ -538,10 +538,10 @@ func (w *Worker) drain() {
 	for n := len(w.in); n > 0; n-- {
 		f := <-w.in
 		metrics.QueueDepth.Dec()
-		w.applyMailbox()
+		w.runPosted()
 		f()
 	}
-	w.applyMailbox()
+	w.runPosted()
 }
 
 func (w *Worker) step(ctx context.Context) {
