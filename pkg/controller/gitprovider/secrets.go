@@ -155,7 +155,7 @@ func (s *Secrets) Get(ctx context.Context, namespace, name string) (*corev1.Secr
 		case apierrors.IsForbidden(err):
 			return nil, err
 		case err != nil:
-			return nil, fmt.Errorf("Secret %s/%s was not listed within %s: %w", namespace, name, s.cfg.SyncTimeout, errors.Join(err, w.err()))
+			return nil, fmt.Errorf("the watch of Secret %s/%s did not list it within %s: %w", namespace, name, s.cfg.SyncTimeout, errors.Join(err, w.err()))
 		}
 	}
 	obj, ok, err := w.informer.GetStore().GetByKey(namespace + "/" + name)

@@ -132,7 +132,6 @@ type Config struct {
 type Controller struct {
 	cfg     Config
 	factory informers.SharedInformerFactory
-	kube    kubeinformers.SharedInformerFactory
 	// namespaces holds every Namespace's labels, for the KubeProviders
 	// that select consumers and loans by label.
 	namespaces   kubeinformers.SharedInformerFactory
