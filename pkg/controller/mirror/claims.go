@@ -122,7 +122,7 @@ func (c *Controller) barrier(key, token string) {
 	var w *runningWorker
 	var streams []*stream.Stream
 	if ok {
-		w = c.workers[m.workerKey]
+		w = c.workers.get(m.workerKey)
 		streams = slices.Collect(maps.Values(m.streams))
 	}
 	ctx := c.ctx

@@ -14,30 +14,27 @@
 // check in a goroutine of its own, joined before the reconcile goes on), and
 // their statuses written once its streams have started.
 //
-// Branch workers are reference-counted: each mirror holds one reference to
-// its worker, and a reconcile holds one while it sets a mirror up. The last
-// reference released closes the worker; a worker for the same branch started
-// later runs only once the closed one has stopped, so two never share a
-// local repository.
+// Branch workers are reference-counted (workers, the registry): each
+// mirror holds one reference to its worker, and a reconcile holds one while
+// it sets a mirror up. The last reference released closes the worker; a
+// worker for the same branch started later runs only once the closed one
+// has stopped, so two never share a local repository.
 //
 // Streams share their cluster's informers (stream.Informers): one per
 // resource a cluster serves, not one per GitTarget. The clients of each
 // KubeProvider's cluster and its discovery are kubeprovider.Clusters'.
 //
-// Locks: Controller.mu guards mirrors, workers, retired and reports. It is
-// never held while calling a worker, discovering or stopping a stream,
-// which may block.
+// Locks: Controller.mu guards mirrors, reports, push-rights answers and
+// observations; workers.mu the registry. Controller.mu may be held while
+// taking workers.mu, never the other way round, and neither while calling
+// a worker, discovering or stopping a stream, which may block.
 package mirror
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -144,13 +141,13 @@ type Controller struct {
 	// claims reads FluxClaims and ArgoCDClaims (the one claim model).
 	claims *claims.Reader
 	queue  workqueue.TypedRateLimitingInterface[string]
+	// workers is the registry of branch workers.
+	workers *workers
 
 	mu      sync.Mutex
 	ctx     context.Context
-	workers map[string]*runningWorker // by workerKey: GitProvider, URL and branch
-	retired map[string]*runningWorker // closed, by workerKey, until they have stopped
-	mirrors map[string]*mirrorState   // by GitTarget namespace/name
-	reports map[string]*report        // what workers said, by GitTarget
+	mirrors map[string]*mirrorState // by GitTarget namespace/name
+	reports map[string]*report      // what workers said, by GitTarget
 	// pushable is, by workerKey, the credential fingerprint the remote
 	// last said takes pushes (pushAllowed).
 	pushable map[string]string
@@ -177,17 +174,6 @@ type mirrorState struct {
 	// policies are the running streams' credential policies: a stream
 	// restarts when its policy changes.
 	policies map[document.Scope]string
-}
-
-type runningWorker struct {
-	*worker.Worker
-	authFP    string
-	committer gitrepo.Signature
-	signFP    string // the signing key's fingerprint; empty when unsigned
-	// refs counts the mirrors (and reconciles setting one up) using it.
-	refs int
-	// stopped is closed once Run has returned.
-	stopped chan struct{}
 }
 
 type report struct {
@@ -225,12 +211,13 @@ func New(cfg Config) *Controller {
 		gps: r.GitProviders().Lister(), kps: r.KubeProviders().Lister(), claims: claims.NewReader(f),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
-		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, mirrors: map[string]*mirrorState{},
+		mirrors: map[string]*mirrorState{},
 		reports: map[string]*report{}, pushable: map[string]string{},
 		observations: map[string]*observed{},
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittarget_status"}),
 	}
+	c.workers = newWorkers(cfg.DataDir, cfg.Facts, reporter{c})
 	c.watchInputs(r, namespaces)
 	return c
 }
@@ -405,6 +392,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
+	c.workers.run(ctx)
 	log := klog.FromContext(ctx)
 	c.factory.Start(ctx.Done())
 	c.namespaces.Start(ctx.Done())
@@ -988,100 +976,18 @@ func workerKey(gp *v1.GitProvider, branch string) string {
 func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch string, auth transport.AuthMethod, authFP string,
 	signer gitrepo.Signer, signFP string) (*worker.Worker, string, error) {
 	key := workerKey(gp, branch)
-	committer := gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}
-	c.mu.Lock()
-	w, ok := c.workers[key]
-	rotated := ok && w.authFP != authFP
-	recommitted := ok && w.committer != committer
-	resigned := ok && w.signFP != signFP
-	if ok {
-		w.refs++
-		w.authFP, w.committer, w.signFP = authFP, committer, signFP
-	}
-	c.mu.Unlock()
-	if ok {
-		if rotated {
-			w.SetAuth(ctx, auth)
-		}
-		if recommitted {
-			w.SetCommitter(committer)
-		}
-		if resigned {
-			w.SetSigner(signer)
-		}
-		return w.Worker, key, nil
-	}
-	// The local repository is opened, and removed once its last worker has
-	// stopped, under c.mu: a new worker never opens a folder being removed.
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if existing, ok := c.workers[key]; ok {
-		existing.refs++
-		return existing.Worker, key, nil
-	}
-	dir := c.repoDir(key)
-	repo, err := gitrepo.Open(dir, gp.Spec.URL, branch, auth)
-	if err != nil {
-		return nil, "", err
-	}
-	var wake <-chan struct{}
-	if c.cfg.Facts != nil {
-		wake = c.cfg.Facts.Subscribe()
-	}
-	w = &runningWorker{Worker: worker.New(repo, committer, reporter{c}, wake), authFP: authFP, committer: committer, signFP: signFP,
-		refs: 1, stopped: make(chan struct{})}
-	if signer != nil {
-		w.SetSigner(signer) // before any target, so every commit is signed
-	}
-	c.workers[key] = w
-	prev := c.retired[key]
-	go func() {
-		defer close(w.stopped)
-		if prev != nil {
-			<-prev.stopped // the same local repository: one worker at a time
-		}
-		w.Run(c.ctx)
-		if c.cfg.Facts != nil {
-			c.cfg.Facts.Unsubscribe(wake)
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.retired[key] == w {
-			delete(c.retired, key)
-		}
-		if _, successor := c.workers[key]; !successor && c.ctx.Err() == nil {
-			// Nothing mirrors this branch with this provider any more: its
-			// clone would only take disk. A restart keeps clones.
-			if err := os.RemoveAll(dir); err != nil {
-				klog.FromContext(c.ctx).Error(err, "Removing an unused local repository", "dir", dir)
-			}
-		}
-	}()
-	return w.Worker, key, nil
+	w, err := c.workers.acquire(ctx, key, workerSetup{url: gp.Spec.URL, branch: branch, auth: auth, authFP: authFP,
+		committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}, signer: signer, signFP: signFP})
+	return w, key, err
 }
 
-// repoDir is where the worker of key keeps its local repository.
-func (c *Controller) repoDir(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(c.cfg.DataDir, "repos", hex.EncodeToString(sum[:8]))
-}
-
-// release drops a reference to a worker; the last one closes it.
+// release drops a mirror's use of a worker; when it was the last, the
+// remote's push-rights answer is forgotten with it.
 func (c *Controller) release(key string) {
-	c.mu.Lock()
-	w, ok := c.workers[key]
-	last := ok && w.refs <= 1
-	switch {
-	case last:
-		delete(c.workers, key)
+	if c.workers.release(key) {
+		c.mu.Lock()
 		delete(c.pushable, key)
-		c.retired[key] = w
-	case ok:
-		w.refs--
-	}
-	c.mu.Unlock()
-	if last {
-		w.Close()
+		c.mu.Unlock()
 	}
 }
 
@@ -1094,7 +1000,7 @@ func (c *Controller) teardown(key string) {
 	var w *runningWorker
 	if ok {
 		delete(c.mirrors, key)
-		w = c.workers[m.workerKey]
+		w = c.workers.get(m.workerKey)
 	}
 	if rep := c.reports[key]; rep != nil {
 		rep.unapplied, rep.judged = "", false // the next worker judges again
@@ -1165,8 +1071,8 @@ func (c *Controller) Saver(target string) (t commitrequest.SaveTarget, ok bool) 
 	if !ok {
 		return t, false
 	}
-	rw, ok := c.workers[m.workerKey]
-	if !ok {
+	rw := c.workers.get(m.workerKey)
+	if rw == nil {
 		return t, false
 	}
 	return commitrequest.SaveTarget{Saver: rw.Worker, Domain: m.domain, Unnamed: m.unnamed}, true

@@ -183,8 +183,9 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 	t.Cleanup(queue.ShutDown)
 	statuses := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	t.Cleanup(statuses.ShutDown)
-	c := &Controller{cfg: Config{DataDir: t.TempDir()}, ctx: ctx, queue: queue, statusQueue: statuses,
-		workers: map[string]*runningWorker{}, retired: map[string]*runningWorker{}, reports: map[string]*report{}}
+	c := &Controller{cfg: Config{DataDir: t.TempDir()}, ctx: ctx, queue: queue, statusQueue: statuses, reports: map[string]*report{}}
+	c.workers = newWorkers(c.cfg.DataDir, nil, reporter{c})
+	c.workers.run(ctx)
 	gp := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "repo"},
 		Spec: v1.GitProviderSpec{URL: "http://127.0.0.1:1/shared.git"}}
 	w1, key, err := c.worker(ctx, gp, "main", nil, "", nil, "")
@@ -200,23 +201,21 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 	assert.NotSame(t, w1, w3, "another GitProvider of the same repository gets its own worker, with its own credentials")
 	c.release(otherKey)
 
-	rw := c.workers[key]
-	dir := c.repoDir(key)
+	rw := c.workers.get(key)
+	dir := c.workers.repoDir(key)
 	require.DirExists(t, dir, "the worker's local repository")
 	c.release(key)
-	assert.Contains(t, c.workers, key, "still used once")
+	assert.NotNil(t, c.workers.get(key), "still used once")
 	assert.DirExists(t, dir, "the clone stays while a worker uses it")
 	c.release(key)
-	assert.NotContains(t, c.workers, key, "the last release closes it")
+	assert.Nil(t, c.workers.get(key), "the last release closes it")
 	select {
 	case <-rw.stopped:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the closed worker did not stop")
 	}
 	require.Eventually(t, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.retired) == 0
+		return c.workers.retiring() == 0
 	}, 30*time.Second, 10*time.Millisecond, "stopped workers are forgotten")
 	assert.NoDirExists(t, dir, "the clone of a branch nothing mirrors any more is removed")
 }
