@@ -15,7 +15,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"reverser.dev/reverser/pkg/document"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -292,7 +292,7 @@ func TestIndexNotifies(t *testing.T) {
 }
 
 func TestResolver(t *testing.T) {
-	committer := gitrepo.Signature{Name: "Reverser", Email: "r@example.org"}
+	committer := identity.Signature{Name: "Reverser", Email: "r@example.org"}
 	seen := t0
 	write := document.Change{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Namespace: "demo", Name: "app",
 		ResourceVersion: "20", UID: "u1", Content: []byte("x"), Seen: seen}
@@ -300,13 +300,13 @@ func TestResolver(t *testing.T) {
 	del.Content, del.ResourceVersion = nil, "25"
 	snapshot := write
 	snapshot.Snapshot = true
-	unresolved := gitrepo.Signature{Name: UnresolvedName, Email: "attribution=unresolved@example.org"}
-	alice := gitrepo.Signature{Name: "alice", Email: "alice@example.org"}
+	unresolved := identity.Signature{Name: identity.UnresolvedName, Email: "attribution=unresolved@example.org"}
+	alice := identity.Signature{Name: "alice", Email: "alice@example.org"}
 
 	type ask struct {
 		ch        document.Change
 		at        time.Duration // after seen
-		want      gitrepo.Signature
+		want      identity.Signature
 		wantReady bool
 	}
 	for _, tc := range []struct {

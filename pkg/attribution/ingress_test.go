@@ -22,7 +22,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"reverser.dev/reverser/pkg/document"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -264,7 +264,7 @@ func TestIngressFacts(t *testing.T) {
 			}
 			for i, a := range tc.asks {
 				r := &Resolver{Index: x, Provider: "local", Consumer: a.consumer, Enabled: true, Grace: 2 * time.Second,
-					Domain: "example.org", Committer: gitrepo.Signature{Name: "Reverser", Email: "r@example.org"}}
+					Domain: "example.org", Committer: identity.Signature{Name: "Reverser", Email: "r@example.org"}}
 				author, ready, _ := r.Author(a.ch, t0)
 				assert.Equal(t, a.want != "", ready, "ask %d", i)
 				assert.Equal(t, a.want, author.Name, "ask %d", i)

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"reverser.dev/reverser/pkg/document"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -21,16 +21,16 @@ type Resolver struct {
 	Enabled   bool
 	Grace     time.Duration
 	Domain    string
-	Committer gitrepo.Signature
+	Committer identity.Signature
 }
 
 // Unnamed is the author of the changes no audit fact names: the committer
 // when the provider sends no audit events, else the unresolved author.
-func (r *Resolver) Unnamed() gitrepo.Signature {
+func (r *Resolver) Unnamed() identity.Signature {
 	if !r.Enabled || r.Index == nil {
 		return r.Committer
 	}
-	return Unresolved(r.Domain)
+	return identity.Unresolved(r.Domain)
 }
 
 // key is the key of ch's fact: the object and its resourceVersion, or for a
@@ -47,7 +47,7 @@ func (r *Resolver) key(ch document.Change) Key {
 // Author returns the author of ch, or ready=false with when to ask again
 // while its fact may still arrive. A fact it returns is taken: asked again
 // for the same change, it finds none.
-func (r *Resolver) Author(ch document.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time) {
+func (r *Resolver) Author(ch document.Change, now time.Time) (author identity.Signature, ready bool, retryAt time.Time) {
 	if !r.Enabled || r.Index == nil {
 		metrics.Attributions.WithLabelValues("disabled").Inc()
 		return r.Committer, true, time.Time{}
@@ -60,13 +60,13 @@ func (r *Resolver) Author(ch document.Change, now time.Time) (author gitrepo.Sig
 	if f, ok := r.Index.Take(r.key(ch), r.Consumer); ok {
 		metrics.Attributions.WithLabelValues("resolved").Inc()
 		metrics.AttributionWait.Observe(max(now.Sub(ch.Seen), 0).Seconds())
-		return Identity(f.User.Name, r.Domain), true, time.Time{}
+		return identity.For(f.User.Name, r.Domain), true, time.Time{}
 	}
 	deadline := ch.Seen.Add(r.Grace)
 	if now.Before(deadline) {
-		return gitrepo.Signature{}, false, deadline
+		return identity.Signature{}, false, deadline
 	}
 	metrics.Attributions.WithLabelValues("unresolved").Inc()
 	metrics.AttributionWait.Observe(r.Grace.Seconds())
-	return Unresolved(r.Domain), true, time.Time{}
+	return identity.Unresolved(r.Domain), true, time.Time{}
 }

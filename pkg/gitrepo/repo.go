@@ -50,16 +50,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/redact"
 )
 
 // ErrRejected means the remote branch moved: fetch, rebuild, push again.
 var ErrRejected = errors.New("push rejected: the remote branch has commits this worker does not have")
-
-// Signature is a Git identity.
-type Signature struct {
-	Name, Email string
-}
 
 // Repo is a bare repository mirroring one branch of one remote.
 type Repo struct {
@@ -351,7 +347,7 @@ func BlobHash(content []byte) plumbing.Hash {
 
 // CommitInfo describes a commit to write.
 type CommitInfo struct {
-	Author, Committer Signature
+	Author, Committer identity.Signature
 	Message           string
 	When              time.Time
 	// Signer, when set, signs the commit.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/gitserver"
 )
 
@@ -30,7 +31,7 @@ func gitCLI(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-var info = CommitInfo{Author: Signature{"Alice", "alice@example.com"}, Committer: Signature{"Reverser", "reverser@reverser.dev"}, Message: "msg"}
+var info = CommitInfo{Author: identity.Signature{Name: "Alice", Email: "alice@example.com"}, Committer: identity.Signature{Name: "Reverser", Email: "reverser@reverser.dev"}, Message: "msg"}
 
 func TestCommitAndPush(t *testing.T) {
 	url, bare := remote(t)

@@ -14,6 +14,7 @@ import (
 
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/testkeys"
 )
@@ -471,7 +472,7 @@ func TestSetCommitterTakesEffect(t *testing.T) {
 	url, bare := serveRepo(t)
 	c := startClocked(t, url, site)
 	c.bare = bare
-	c.w.SetCommitter(gitrepo.Signature{Name: "Robot", Email: "robot@example.com"})
+	c.w.SetCommitter(identity.Signature{Name: "Robot", Email: "robot@example.com"})
 	c.change(site, "a", "a: 1")
 	c.step(site.Window.Silence)
 	assert.Equal(t, "Robot <robot@example.com>|Robot", c.git(bare, "log", "-1", "--format=%cn <%ce>|%an", "main"))

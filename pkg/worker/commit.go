@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
 )
@@ -222,7 +223,7 @@ func commitMessage(base string, lines []string) string {
 
 // commit writes changes; known names the objects of some of them, for the
 // document index.
-func (w *Worker) commit(key string, author gitrepo.Signature, changes map[string][]byte, known map[string]kustomize.ID, message string, seen time.Time,
+func (w *Worker) commit(key string, author identity.Signature, changes map[string][]byte, known map[string]kustomize.ID, message string, seen time.Time,
 	save *SaveRequest) error {
 	start := w.clock.Now()
 	if w.commitErr != nil {

@@ -12,6 +12,7 @@ import (
 
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
 )
@@ -78,7 +79,7 @@ type Claim struct {
 	// Writers are the applier's identities as the attributor names them;
 	// Manager is its field manager, which tells its writes where no audit
 	// fact does.
-	Writers []gitrepo.Signature
+	Writers []identity.Signature
 	Manager string
 	// Grace keeps the apply window open this long after a converge is done.
 	Grace time.Duration
@@ -255,7 +256,7 @@ func (a *applyState) windowOpen(now time.Time) bool {
 // writtenByApplier says whether the change is the applier's write: its
 // audit author is one of the applier's identities, or no author is known
 // and the object's newest managedFields entry is the applier's.
-func (a *applyState) writtenByApplier(ch document.Change, author gitrepo.Signature, anonymous bool) bool {
+func (a *applyState) writtenByApplier(ch document.Change, author identity.Signature, anonymous bool) bool {
 	if slices.Contains(a.cfg.Writers, author) {
 		return true
 	}
@@ -266,7 +267,7 @@ func (a *applyState) writtenByApplier(ch document.Change, author gitrepo.Signatu
 // means it is mirrored as any change. An echo of what Git holds updates
 // the cluster's state; one that differs keeps Git's document and asks a
 // Repair.
-func (w *Worker) echo(t *target, ch document.Change, author gitrepo.Signature) bool {
+func (w *Worker) echo(t *target, ch document.Change, author identity.Signature) bool {
 	a := t.apply
 	switch {
 	case a == nil:
@@ -328,7 +329,7 @@ func (w *Worker) echo(t *target, ch document.Change, author gitrepo.Signature) b
 
 // anonymous says whether author names nobody known: the unresolved author
 // or, where attribution is off, the committer.
-func (w *Worker) anonymous(author gitrepo.Signature) bool {
+func (w *Worker) anonymous(author identity.Signature) bool {
 	return author == w.committer || author.Name == "unknown (attribution unresolved)"
 }
 

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"reverser.dev/reverser/pkg/document"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -130,7 +130,7 @@ func (r *reports) reasons() (started, finished []string) {
 }
 
 var (
-	flux      = gitrepo.Signature{Name: "flux", Email: "flux@example.com"}
+	flux      = identity.Signature{Name: "flux", Email: "flux@example.com"}
 	demoScope = document.Scope{GVR: cmGVR, Namespace: "demo"}
 )
 
@@ -158,7 +158,7 @@ func applied(t *testing.T, catchUpAfter time.Duration, files map[string]string, 
 	tg.Window = Window{Silence: 5 * time.Second, MaxAge: time.Minute}
 	tg.Authors = &authors{waiting: map[string]bool{}}
 	tg.Scopes = []document.Scope{demoScope}
-	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []gitrepo.Signature{flux}, Manager: "flux-manager",
+	tg.Claim = &Claim{Key: "demo/apps", Applier: a, CatchUpAfter: catchUpAfter, Writers: []identity.Signature{flux}, Manager: "flux-manager",
 		Grace: 10 * time.Second, Poll: 30 * time.Second, Report: reps.add}
 	tg.Applied, tg.AppliedBy, tg.Kinds = true, "flux-manager", map[schema.GroupVersionResource]string{cmGVR: "ConfigMap"}
 	started := tg
@@ -322,7 +322,7 @@ func TestAnApplyOfAnOlderCommitIsAskedAgain(t *testing.T) {
 	a.mu.Unlock()
 	var mu sync.Mutex
 	var results []ApplyResult
-	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: gitrepo.Signature{Name: "alice", Email: "alice@example.com"},
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: identity.Signature{Name: "alice", Email: "alice@example.com"},
 		Message: "Save", Empty: true, Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {}, CatchUp: true,
 		Applied: func(r ApplyResult) { mu.Lock(); results = append(results, r); mu.Unlock() }})
 	c.settle()
@@ -368,7 +368,7 @@ func TestADroppedClaimSettlesItsWaitingSaves(t *testing.T) {
 	var mu sync.Mutex
 	var last ApplyResult
 	c.changeBy(tg, "a", "alice", "a: 1")
-	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: gitrepo.Signature{Name: "alice", Email: "alice@example.com"},
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: identity.Signature{Name: "alice", Email: "alice@example.com"},
 		Message: "Save", Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {},
 		Applied: func(r ApplyResult) { mu.Lock(); last = r; mu.Unlock() }})
 	c.settle()
@@ -532,7 +532,7 @@ func TestASaveWhoseCommitTheBranchLostIsCommitDropped(t *testing.T) {
 	var mu sync.Mutex
 	var last ApplyResult
 	c.changeBy(tg, "a", "alice", "a: 1")
-	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: gitrepo.Signature{Name: "alice", Email: "alice@example.com"},
+	c.w.Save(c.ctx, SaveRequest{ID: "r1", Target: tg.Key, Author: identity.Signature{Name: "alice", Email: "alice@example.com"},
 		Message: "Save", Deadline: c.clock.Now().Add(time.Minute), Done: func(SaveResult) {},
 		Applied: func(r ApplyResult) { mu.Lock(); last = r; mu.Unlock() }})
 	c.settle()

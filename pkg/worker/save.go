@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -34,7 +34,7 @@ type SaveRequest struct {
 	// ID identifies the request (its uid); it goes into the commit's trailer.
 	ID     string
 	Target string
-	Author gitrepo.Signature
+	Author identity.Signature
 	// Message replaces the generated subject; the list of changes follows.
 	Message string
 	// Next waits for the author's next window instead of the open one.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"reverser.dev/reverser/pkg/document"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 )
 
 // The save tests run on the fake clock: collect delays and deadlines pass
@@ -73,7 +73,7 @@ func edit(name, user, value string) document.Change {
 		Desc: "ConfigMap demo/" + name, Seen: time.Now(), ResourceVersion: user}
 }
 
-var alice = gitrepo.Signature{Name: "alice", Email: "alice@example.com"}
+var alice = identity.Signature{Name: "alice", Email: "alice@example.com"}
 
 const collect = 100 * time.Millisecond
 

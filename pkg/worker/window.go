@@ -11,6 +11,7 @@ import (
 
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
@@ -115,7 +116,7 @@ func (w *Worker) seal(t *target, ch *document.Change) bool {
 // addToWindow makes a change part of its author's window. Another author's open
 // window holding the same object commits first, so commits keep the
 // cluster's order of that object's changes.
-func (w *Worker) addToWindow(t *target, ch document.Change, author gitrepo.Signature) error {
+func (w *Worker) addToWindow(t *target, ch document.Change, author identity.Signature) error {
 	for _, other := range sortedWindows(t) {
 		if _, holds := other.paths[ch.Path]; holds && other.author != author {
 			if err := w.commitWindow(t, other, "conflict"); err != nil {
@@ -182,7 +183,7 @@ func (w *Worker) bytesOf(d doc) ([]byte, error) {
 	return w.repo.ReadBlob(d.hash)
 }
 
-func (w *Worker) touch(t *target, author gitrepo.Signature, p, desc string, seen time.Time) {
+func (w *Worker) touch(t *target, author identity.Signature, p, desc string, seen time.Time) {
 	now := w.clock.Now()
 	win, ok := t.windows[author]
 	if !ok {

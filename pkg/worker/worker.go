@@ -50,6 +50,7 @@ import (
 
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/kustomize"
 	"reverser.dev/reverser/pkg/metrics"
 )
@@ -104,7 +105,7 @@ type Sealer interface {
 // Attributor decides the author of a change. ready=false means its fact may
 // still arrive: ask again at retryAt, or when the worker's wake channel fires.
 type Attributor interface {
-	Author(ch document.Change, now time.Time) (author gitrepo.Signature, ready bool, retryAt time.Time)
+	Author(ch document.Change, now time.Time) (author identity.Signature, ready bool, retryAt time.Time)
 }
 
 // Window says when a target's open changes become a commit.
@@ -130,7 +131,7 @@ type Reporter interface {
 // Worker owns one branch of one repository.
 type Worker struct {
 	repo      *gitrepo.Repo
-	committer gitrepo.Signature
+	committer identity.Signature
 	// signer signs every commit when set (GitProvider spec.signing).
 	signer   gitrepo.Signer
 	reporter Reporter
@@ -181,7 +182,7 @@ type Worker struct {
 type target struct {
 	cfg     Target
 	desired map[string]doc
-	windows map[gitrepo.Signature]*window
+	windows map[identity.Signature]*window
 	// pending changes wait for their author, in arrival order.
 	pending []pendingChange
 	retryAt time.Time
@@ -225,7 +226,7 @@ type target struct {
 // author is known it is kept here, since a fact is handed out only once.
 type pendingChange struct {
 	document.Change
-	author *gitrepo.Signature
+	author *identity.Signature
 	seq    uint64
 	// sealed: Content is encrypted already.
 	sealed bool
@@ -248,7 +249,7 @@ type doc struct {
 
 type unpushedCommit struct {
 	target  string
-	author  gitrepo.Signature
+	author  identity.Signature
 	message string
 	// changes are the blobs the commit wrote (the zero hash: deleted), not
 	// their contents: an outage holds little memory, and a replay reads
@@ -260,7 +261,7 @@ type unpushedCommit struct {
 }
 
 type window struct {
-	author                  gitrepo.Signature
+	author                  identity.Signature
 	opened, last, firstSeen time.Time
 	paths                   map[string]string // path → description
 	// save, when attached, gives the window its message and closes it at
@@ -274,7 +275,7 @@ type window struct {
 
 // New returns a worker for repo, committing as committer. Run starts it.
 // wake, when not nil, fires when audit facts arrive for pending changes.
-func New(repo *gitrepo.Repo, committer gitrepo.Signature, reporter Reporter, wake <-chan struct{}) *Worker {
+func New(repo *gitrepo.Repo, committer identity.Signature, reporter Reporter, wake <-chan struct{}) *Worker {
 	return &Worker{
 		repo: repo, committer: committer, reporter: reporter, wake: wake,
 		in:          make(chan func(), 4096),
@@ -341,7 +342,7 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 	w.post(func() {
 		cur, ok := w.targets[t.Key]
 		if !ok {
-			cur = &target{desired: map[string]doc{}, windows: map[gitrepo.Signature]*window{},
+			cur = &target{desired: map[string]doc{}, windows: map[identity.Signature]*window{},
 				ids: map[string]kustomize.ID{}, inSources: map[string][]byte{}, refused: map[string]string{},
 				deferred: map[string]pendingChange{}}
 			w.targets[t.Key] = cur
@@ -365,7 +366,7 @@ func (w *Worker) SetAuth(_ context.Context, auth transport.AuthMethod) {
 // SetCommitter replaces the identity that commits, and authors what nobody
 // is known to have made, after the GitProvider's spec.committer changed. It
 // never blocks.
-func (w *Worker) SetCommitter(committer gitrepo.Signature) {
+func (w *Worker) SetCommitter(committer identity.Signature) {
 	w.post(func() { w.committer = committer })
 }
 

@@ -17,10 +17,11 @@ import (
 
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/gitserver"
 )
 
-var committer = gitrepo.Signature{Name: "Reverser", Email: "reverser@reverser.dev"}
+var committer = identity.Signature{Name: "Reverser", Email: "reverser@reverser.dev"}
 
 type recorder struct {
 	mu       sync.Mutex
@@ -250,13 +251,13 @@ type authors struct {
 	waiting map[string]bool
 }
 
-func (a *authors) Author(ch document.Change, now time.Time) (gitrepo.Signature, bool, time.Time) {
+func (a *authors) Author(ch document.Change, now time.Time) (identity.Signature, bool, time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.waiting[ch.ResourceVersion] {
-		return gitrepo.Signature{}, false, now.Add(time.Hour)
+		return identity.Signature{}, false, now.Add(time.Hour)
 	}
-	return gitrepo.Signature{Name: ch.ResourceVersion, Email: ch.ResourceVersion + "@example.com"}, true, time.Time{}
+	return identity.Signature{Name: ch.ResourceVersion, Email: ch.ResourceVersion + "@example.com"}, true, time.Time{}
 }
 
 func (f *fixture) log() []string {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"reverser.dev/reverser/pkg/attribution"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/harness"
 )
 
@@ -108,7 +108,7 @@ func TestUnresolvedAuthor(t *testing.T) {
 	f.waitReady()
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "orphan", "--from-literal=a=1")
 	f.waitFile(f.cmPath("orphan"), func(s string) bool { return s != "" }, "written after the grace")
-	assert.Equal(t, []string{attribution.UnresolvedName + " <attribution=unresolved@users.reverser.invalid> | Reverser: create ConfigMap " +
+	assert.Equal(t, []string{identity.UnresolvedName + " <attribution=unresolved@users.reverser.invalid> | Reverser: create ConfigMap " +
 		f.ns + "/orphan"}, f.commitsTouching("orphan"))
 	// Provider conditions are written every few seconds.
 	eventually(t, 30*time.Second, "the KubeProvider says no audit events arrive", func() (bool, error) {
@@ -250,7 +250,7 @@ func TestAuthorsAreExact(t *testing.T) {
 	forger := "Eve <ceo@corp.example>"
 	kubectlOK(t, admin, "", "create", "configmap", "-n", f.ns, "forged", "--from-literal=a=1", "--as", forger, "--as-group", "system:masters")
 	f.waitFile(f.cmPath("forged"), present("forged"), "the forger's create")
-	id := attribution.Identity(forger, "")
+	id := identity.For(forger, "")
 	assert.NotContains(t, id.Email, "ceo@corp.example")
 	assert.Equal(t, id.Name+" <"+id.Email+">", f.lastAuthor(f.cmPath("forged")))
 	assert.Equal(t, "Eve %3Cceo@corp.example%3E", id.Name)

@@ -25,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/document"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/harness"
@@ -345,7 +345,7 @@ func (m *mirror) check(base string) (commits, byPeople int, duplicates, wrong []
 			}
 			seen[c.trailer] = true
 		}
-		if c.author == "Reverser" || c.author == attribution.UnresolvedName || c.author == foreignAuthor {
+		if c.author == "Reverser" || c.author == identity.UnresolvedName || c.author == foreignAuthor {
 			continue // re-asserted state, no fact to be had, or the fault itself
 		}
 		byPeople++

@@ -24,7 +24,7 @@ import (
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	versionedfake "reverser.dev/reverser/pkg/generated/clientset/versioned/fake"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -43,7 +43,7 @@ const (
 
 // committer is the GitProvider's committer: what a cluster sending no audit
 // authors.
-var committer = gitrepo.Signature{Name: "Reverser", Email: "reverser@reverser.dev"}
+var committer = identity.Signature{Name: "Reverser", Email: "reverser@reverser.dev"}
 
 type sourceHarness struct {
 	*saveHarness
@@ -180,7 +180,7 @@ func TestASourceRequestIsAuthoredByItsAuditFact(t *testing.T) {
 		return c != nil && c.Reason == v1.ReasonCommitted
 	})
 	require.Equal(t, 1, h.saver.count())
-	assert.Equal(t, attribution.Identity("carol", "example.com"), h.saver.saves[0].Author)
+	assert.Equal(t, identity.For("carol", "example.com"), h.saver.saves[0].Author)
 	got := h.request(t, "carols")
 	assert.Equal(t, "carol", got.Status.Author.Username, "the claim recorded the audit fact's user")
 	assert.Equal(t, "uid-carol", got.Status.Author.UID)

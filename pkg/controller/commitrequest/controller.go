@@ -40,12 +40,11 @@ import (
 	"k8s.io/utils/clock"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
-	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/loop"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
-	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/tenancy"
 	"reverser.dev/reverser/pkg/worker"
@@ -65,7 +64,7 @@ type SaveTarget struct {
 	// Unnamed is the author of the changes nobody is named for (the
 	// GitProvider's committer when the KubeProvider sends no audit, else
 	// the unresolved author): what a request nobody is named for saves.
-	Unnamed gitrepo.Signature
+	Unnamed identity.Signature
 }
 
 // Savers finds where the saves of a GitTarget ("namespace/name") go.
@@ -468,7 +467,7 @@ func (c *Controller) save(ctx context.Context, cr *v1.CommitRequest, gt *v1.GitT
 	}
 	author := target.Unnamed
 	if who.User != nil {
-		author = attribution.Identity(who.User.Username, target.Domain)
+		author = identity.For(who.User.Username, target.Domain)
 	}
 	saver := target.Saver
 	req := worker.SaveRequest{

@@ -44,6 +44,7 @@ import (
 	"reverser.dev/reverser/pkg/document"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/stream"
 )
@@ -371,7 +372,7 @@ func (c *Clusters) report(context.Context) {
 			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "NoAuditEvents",
 				fmt.Sprintf("No audit event has arrived on POST %s%s: point kube-apiserver's --audit-webhook-config-file at it, "+
 					"with a policy that logs writes at RequestResponse. Until then changes are authored %q.",
-					attribution.RoutePrefix, kp.Name, attribution.UnresolvedName)))
+					attribution.RoutePrefix, kp.Name, identity.UnresolvedName)))
 		}
 		c.cfg.Status.Report(kp.Name, "mirror", part)
 	}

@@ -14,8 +14,8 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
-	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/controller/claims"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/worker"
 )
@@ -87,7 +87,7 @@ func (c *Controller) claim(ctx context.Context, gt *v1.GitTarget, domain string)
 		cl.CatchUpAfter = hc.CatchUpAfter.Duration
 	}
 	for _, u := range identities {
-		cl.Writers = append(cl.Writers, attribution.Identity(u, domain))
+		cl.Writers = append(cl.Writers, identity.For(u, domain))
 	}
 	key := gt.Namespace + "/" + gt.Name
 	cl.Barrier = func(token string) { go c.barrier(key, token) }

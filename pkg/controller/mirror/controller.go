@@ -69,6 +69,7 @@ import (
 	reverserv1alpha1 "reverser.dev/reverser/pkg/generated/informers/externalversions/reverser/v1alpha1"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/tenancy"
@@ -163,7 +164,7 @@ type mirrorState struct {
 	domain    string // the GitProvider's authorEmailDomain
 	// unnamed is the author of changes nobody is named for: the committer
 	// without audit, else the unresolved author.
-	unnamed   gitrepo.Signature
+	unnamed   identity.Signature
 	path      string
 	clusterFP string // streams restart when the cluster's credentials change
 	// sealFP names what credentials are sealed to ("" when not mirrored):
@@ -579,7 +580,7 @@ func (c *Controller) ensureMirror(ctx context.Context, gt *v1.GitTarget, st *obs
 	}
 	in.authors = &attribution.Resolver{
 		Index: c.cfg.Facts, Provider: in.kp.Name, Consumer: key, Enabled: in.kp.Spec.Audit.Enabled, Grace: c.cfg.Grace,
-		Domain: in.gp.Spec.AuthorEmailDomain, Committer: gitrepo.Signature{Name: in.gp.Spec.Committer.Name, Email: in.gp.Spec.Committer.Email},
+		Domain: in.gp.Spec.AuthorEmailDomain, Committer: identity.Signature{Name: in.gp.Spec.Committer.Name, Email: in.gp.Spec.Committer.Email},
 	}
 	in.scopes = scopes
 	in.policies = c.restreamCredentials(key, scopes, credentials, in.sealer != nil, in.sealFP)
@@ -977,7 +978,7 @@ func (c *Controller) worker(ctx context.Context, gp *v1.GitProvider, branch stri
 	signer gitrepo.Signer, signFP string) (*worker.Worker, string, error) {
 	key := workerKey(gp, branch)
 	w, err := c.workers.acquire(ctx, key, workerSetup{url: gp.Spec.URL, branch: branch, auth: auth, authFP: authFP,
-		committer: gitrepo.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}, signer: signer, signFP: signFP})
+		committer: identity.Signature{Name: gp.Spec.Committer.Name, Email: gp.Spec.Committer.Email}, signer: signer, signFP: signFP})
 	return w, key, err
 }
 

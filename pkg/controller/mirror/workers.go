@@ -13,6 +13,7 @@ import (
 
 	"reverser.dev/reverser/pkg/attribution"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -39,7 +40,7 @@ type workers struct {
 type runningWorker struct {
 	*worker.Worker
 	authFP    string
-	committer gitrepo.Signature
+	committer identity.Signature
 	signFP    string // the signing key's fingerprint; empty when unsigned
 	// refs counts the mirrors (and reconciles setting one up) using it.
 	refs int
@@ -52,7 +53,7 @@ type workerSetup struct {
 	url, branch string
 	auth        transport.AuthMethod
 	authFP      string
-	committer   gitrepo.Signature
+	committer   identity.Signature
 	signer      gitrepo.Signer
 	signFP      string
 }

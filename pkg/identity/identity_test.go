@@ -1,4 +1,4 @@
-package attribution
+package identity
 
 import (
 	"net/mail"
@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"reverser.dev/reverser/pkg/gitrepo"
 )
 
 func TestGitName(t *testing.T) {
@@ -97,20 +95,20 @@ func TestEmail(t *testing.T) {
 func TestIdentity(t *testing.T) {
 	for _, tc := range []struct {
 		user string
-		want gitrepo.Signature
+		want Signature
 	}{
-		{"alice", gitrepo.Signature{Name: "alice", Email: "alice@example.org"}},
-		{"Eve <ceo@corp.example>", gitrepo.Signature{Name: "Eve %3Cceo@corp.example%3E",
+		{"alice", Signature{Name: "alice", Email: "alice@example.org"}},
+		{"Eve <ceo@corp.example>", Signature{Name: "Eve %3Cceo@corp.example%3E",
 			Email: "=45ve=20=3Cceo=40corp.example=3E@example.org"}},
-		{"system:serviceaccount:ops:deployer", gitrepo.Signature{Name: "system:serviceaccount:ops:deployer",
+		{"system:serviceaccount:ops:deployer", Signature{Name: "system:serviceaccount:ops:deployer",
 			Email: "deployer.ops.serviceaccount@example.org"}},
-		{"", gitrepo.Signature{Name: UnresolvedName, Email: "attribution=unresolved@example.org"}},
+		{"", Signature{Name: UnresolvedName, Email: "attribution=unresolved@example.org"}},
 	} {
 		t.Run(strconv.Quote(tc.user), func(t *testing.T) {
-			assert.Equal(t, tc.want, Identity(tc.user, "example.org"))
+			assert.Equal(t, tc.want, For(tc.user, "example.org"))
 		})
 	}
-	assert.Equal(t, Unresolved("example.org"), Identity("", "example.org"))
+	assert.Equal(t, Unresolved("example.org"), For("", "example.org"))
 	assert.Equal(t, "attribution=unresolved@"+DefaultEmailDomain, Unresolved("").Email)
 }
 
@@ -126,7 +124,7 @@ func TestIdentityKeepsUsersApart(t *testing.T) {
 		{"<eve>", "%3Ceve%3E"},
 	} {
 		t.Run(strconv.Quote(tc.a)+" "+strconv.Quote(tc.b), func(t *testing.T) {
-			a, b := Identity(tc.a, "example.org"), Identity(tc.b, "example.org")
+			a, b := For(tc.a, "example.org"), For(tc.b, "example.org")
 			assert.NotEqual(t, a.Email, b.Email)
 			assert.NotEqual(t, a.Name, b.Name)
 		})
@@ -161,7 +159,7 @@ func TestIdentityIsInjective(t *testing.T) {
 	unresolved := Unresolved(d)
 	byEmail := map[string]string{}
 	for user := range users {
-		id := Identity(user, d)
+		id := For(user, d)
 		if other, taken := byEmail[id.Email]; taken {
 			t.Fatalf("%q and %q share %s", user, other, id.Email)
 		}

@@ -1,4 +1,8 @@
-package attribution
+// Package identity maps Kubernetes user names to Git identities
+// (Signature), one to one: the names and addresses commits are authored
+// with. It imports nothing of Reverser's, so the Git plumbing and the
+// attribution of changes share its type without importing each other.
+package identity
 
 import (
 	"fmt"
@@ -7,9 +11,12 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"reverser.dev/reverser/pkg/gitrepo"
 )
+
+// Signature is a Git identity: a commit's author or committer.
+type Signature struct {
+	Name, Email string
+}
 
 // DefaultEmailDomain makes addresses for users whose name is not one. The
 // .invalid top-level domain is reserved: no mail is ever sent there.
@@ -29,7 +36,7 @@ const serviceAccountPrefix = "system:serviceaccount:"
 // address, and of no other user's.
 const serviceAccountSuffix = ".serviceaccount"
 
-// Identity maps a Kubernetes user name to a Git identity. The mapping is
+// For maps a Kubernetes user name to a Git identity. The mapping is
 // one-to-one: distinct user names never share an address, and no user name
 // can inject anything into a commit header.
 //
@@ -58,18 +65,18 @@ const serviceAccountSuffix = ".serviceaccount"
 // is deployer.ops.serviceaccount@<domain>, and "alice@<domain>" is
 // alice=40<domain, '.' kept>@<domain>. The empty user name is the unresolved
 // author (see Unresolved).
-func Identity(user, domain string) gitrepo.Signature {
+func For(user, domain string) Signature {
 	if user == "" {
 		return Unresolved(domain)
 	}
-	return gitrepo.Signature{Name: GitName(user), Email: Email(user, domain)}
+	return Signature{Name: GitName(user), Email: Email(user, domain)}
 }
 
 // Unresolved is the author of a change no audit fact named in time:
 // UnresolvedName <attribution=unresolved@domain>, an address no user name
 // maps to.
-func Unresolved(domain string) gitrepo.Signature {
-	return gitrepo.Signature{Name: UnresolvedName, Email: unresolvedLocal + "@" + orDefault(domain)}
+func Unresolved(domain string) Signature {
+	return Signature{Name: UnresolvedName, Email: unresolvedLocal + "@" + orDefault(domain)}
 }
 
 // GitName is the Git author name of a Kubernetes user name: the name with
