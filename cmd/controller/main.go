@@ -116,6 +116,31 @@ func (o *options) bindFlags(fs *flag.FlagSet) (showVersion *bool) {
 		"how long the leader keeps trying to renew before it gives up leading (and exits, to restart as a standby)")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second, "how often candidates try to take or renew the Lease")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every GitTarget is reconciled again (re-resolving rules against discovery)")
+	o.bindAuditFlags(fs)
+	o.bindSaveFlags(fs)
+	fs.StringVar(&o.secretNamespace, "secret-namespace", kubeprovider.DefaultSecretNamespace,
+		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
+	fs.StringVar(&o.digestKeySecret, "sops-digest-key-secret", "reverser-sops-digest",
+		"the Secret in --secret-namespace holding the key of sealed Secrets' digests, which tell an unchanged Secret without decrypting it; created when absent")
+	fs.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
+		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
+	fs.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
+		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
+	fs.StringVar(&o.argoIdentities, "argocd-identities", "system:serviceaccount:argocd:argocd-application-controller",
+		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
+	fs.DurationVar(&o.authzFailureGrace, "authorization-failure-grace", 5*time.Minute,
+		"how long SubjectAccessReviews may fail before the controller's re-checks of rules, claims, GitProviders and saves count as refusals")
+	fs.DurationVar(&o.groupsMaxAge, "recorded-groups-max-age", tenancy.DefaultRecordedGroupsMaxAge,
+		"how long the groups recorded with a rule, claim, GitProvider or CommitRequest count when its author's rights are checked again; after that the username alone")
+	fs.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
+		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
+	fs.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
+		"how often a claimed GitTarget's remote is looked at for commits someone else pushed, which its applier then applies (ForeignCommit)")
+	return fs.Bool("version", false, "print the version and exit")
+}
+
+// bindAuditFlags defines the audit ingress's flags.
+func (o *options) bindAuditFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.auditAddr, "audit-bind-address", "127.0.0.1:9444",
 		"HTTPS address of the audit ingress, POST /audit/<kubeprovider>; empty turns it off")
 	fs.StringVar(&o.auditCert, "audit-tls-cert-file", "", "serving certificate of the audit ingress; self-signed in --data-dir when empty")
@@ -136,6 +161,10 @@ func (o *options) bindFlags(fs *flag.FlagSet) (showVersion *bool) {
 	fs.DurationVar(&o.auditTTL, "audit-fact-ttl", 10*time.Minute, "how long an attribution fact is kept")
 	fs.DurationVar(&o.grace, "author-attribution-grace", 2*time.Second,
 		"how long a change waits for its audit fact before it is authored \"unknown (attribution unresolved)\"")
+}
+
+// bindSaveFlags defines how CommitRequests are served and kept.
+func (o *options) bindSaveFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.commitRequestTTL, "commit-request-ttl", time.Hour,
 		"how long a finished CommitRequest stays before it is deleted (annotation reverser.dev/delete-after)")
 	fs.DurationVar(&o.collect, "commit-request-collect-delay", 0,
@@ -144,25 +173,6 @@ func (o *options) bindFlags(fs *flag.FlagSet) (showVersion *bool) {
 		"a saved window in which every change is attributed commits this long after the save arrived, without the rest of the collect delay; 0 always waits the collect delay")
 	fs.DurationVar(&o.saveTimeout, "save-timeout", 2*time.Minute,
 		"how long a CommitRequest that found its window may wait for its commit to be made and pushed (Git down, disk full) before it ends SaveFailed; its changes are still committed and pushed later")
-	fs.StringVar(&o.secretNamespace, "secret-namespace", kubeprovider.DefaultSecretNamespace,
-		"the only namespace whose Secrets KubeProviders may name (kubeconfigs, audit tokens): the controller's own")
-	fs.StringVar(&o.digestKeySecret, "sops-digest-key-secret", "reverser-sops-digest",
-		"the Secret in --secret-namespace holding the key of sealed Secrets' digests, which tell an unchanged Secret without decrypting it; created when absent")
-	fs.IntVar(&o.auditMaxInFlight, "audit-max-in-flight", 4,
-		"audit EventLists decoded at once; more get 429 and kube-apiserver's webhook retries them")
-	fs.StringVar(&o.fluxIdentities, "flux-identities", "system:serviceaccount:flux-system:kustomize-controller",
-		"comma-separated users Flux's kustomize-controller writes as: their writes during an apply window are echoes of Git, not edits")
-	fs.StringVar(&o.argoIdentities, "argocd-identities", "system:serviceaccount:argocd:argocd-application-controller",
-		"comma-separated users Argo CD's application controller writes as: their writes during an apply window are echoes of Git, not edits")
-	fs.DurationVar(&o.authzFailureGrace, "authorization-failure-grace", 5*time.Minute,
-		"how long SubjectAccessReviews may fail before the controller's re-checks of rules, claims, GitProviders and saves count as refusals")
-	fs.DurationVar(&o.groupsMaxAge, "recorded-groups-max-age", tenancy.DefaultRecordedGroupsMaxAge,
-		"how long the groups recorded with a rule, claim, GitProvider or CommitRequest count when its author's rights are checked again; after that the username alone")
-	fs.DurationVar(&o.applyGrace, "apply-window-grace", 10*time.Second,
-		"how long a claimed applier's writes are still echoes after it reported its converge (and until the barrier is met)")
-	fs.DurationVar(&o.remotePoll, "applier-remote-poll", 30*time.Second,
-		"how often a claimed GitTarget's remote is looked at for commits someone else pushed, which its applier then applies (ForeignCommit)")
-	return fs.Bool("version", false, "print the version and exit")
 }
 
 func (o options) validate() error {
