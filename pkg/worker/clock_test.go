@@ -440,7 +440,7 @@ func TestPushesRepackTheLocalRepository(t *testing.T) {
 	url, bare := serveRepo(t)
 	c := startClocked(t, url, site)
 	c.bare = bare
-	c.w.do(c.ctx, func() { c.w.repackAfter = 3 })
+	c.w.do(c.ctx, func() { c.w.out.repackAfter = 3 })
 	loose := func() int {
 		n := 0
 		_ = filepath.WalkDir(filepath.Join(c.local, "objects"), func(p string, d os.DirEntry, err error) error {
@@ -521,7 +521,7 @@ func TestCommittedDocumentsAreHeldAsHashes(t *testing.T) {
 	url, bare := serveRepo(t)
 	c := startClocked(t, url, site)
 	c.bare = bare
-	c.w.do(c.ctx, func() { c.w.repackAfter = 1 })
+	c.w.do(c.ctx, func() { c.w.out.repackAfter = 1 })
 	for _, n := range []string{"a", "b", "c"} {
 		c.change(site, n, n+": 1")
 	}

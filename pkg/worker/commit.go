@@ -253,7 +253,7 @@ func (w *Worker) commit(key string, author identity.Signature, changes map[strin
 		w.keepBytes(t, maps.Keys(changes))
 	}
 	w.docs.wrote(changes, known)
-	w.unpushed = append(w.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
+	w.out.unpushed = append(w.out.unpushed, unpushedCommit{target: key, author: author, message: message, changes: blobs, seen: seen,
 		sha: sha.String(), save: save})
 	w.reporter.Committed(key, sha.String(), start)
 	return nil

@@ -636,7 +636,7 @@ func (w *Worker) pollRemote(ctx context.Context, t *target) {
 		return
 	}
 	a.polled = now // also when skipped below: the next look is a Poll away
-	if w.head != w.pushed || len(w.refused) > 0 || w.reassert {
+	if w.head != w.pushed || len(w.out.refused) > 0 || w.out.reassert {
 		return
 	}
 	head, err := w.repo.Fetch(ctx)

@@ -11,12 +11,53 @@ import (
 	"k8s.io/klog/v2"
 
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/pkg/metrics"
 )
 
 // How commits leave: pushes in batches, and, after a rejection, a fetch, a
 // reset to the remote's head and a replay of the cluster's state; failures
 // that stop the worker's local clone are LocalErrors.
+
+// unpushedCommit is a commit the remote has not taken yet.
+type unpushedCommit struct {
+	target  string
+	author  identity.Signature
+	message string
+	// changes are the blobs the commit wrote (the zero hash: deleted), not
+	// their contents: an outage holds little memory, and a replay reads
+	// them back from the local repository.
+	changes map[string]plumbing.Hash
+	seen    time.Time
+	sha     string
+	save    *SaveRequest
+}
+
+// outbox is what the remote has not taken yet and how pushing it fares.
+// Only the worker's goroutine touches it, through push.go's steps (and
+// the saves that name its last failure).
+type outbox struct {
+	// unpushed are the commits the remote has not taken yet: a rejected
+	// push replays them, authors and messages kept, on the remote's head.
+	unpushed []unpushedCommit
+	// refused are rejected commits not replayed yet, and reassert says the
+	// cluster's state is still to be re-asserted after a replay: a replay
+	// that fails goes on from there at the next step.
+	refused  []unpushedCommit
+	reassert bool
+	retryAt  time.Time
+	backoff  time.Duration
+	// lastErr is the last failure, until a push succeeds: a save that
+	// gives up names it. outage is the stage of the first one.
+	lastErr error
+	outage  string
+	// fetched: the worker has fetched once, so a head that differs from
+	// pushed afterwards is someone else's.
+	fetched bool
+	// unpacked counts commits pushed since the last repack; repackAfter of
+	// them make the next push repack the local repository.
+	unpacked, repackAfter int
+}
 
 func (w *Worker) push(ctx context.Context) {
 	start := w.clock.Now()
@@ -26,7 +67,7 @@ func (w *Worker) push(ctx context.Context) {
 	case err == nil:
 		metrics.Pushes.WithLabelValues("ok").Inc()
 		now := w.clock.Now()
-		for _, c := range w.unpushed {
+		for _, c := range w.out.unpushed {
 			metrics.EditToPush.Observe(now.Sub(c.seen).Seconds())
 			if c.save != nil {
 				w.endSave(c.save, SaveResult{Outcome: SaveCommitted, Commit: c.sha})
@@ -35,33 +76,33 @@ func (w *Worker) push(ctx context.Context) {
 				}
 			}
 		}
-		w.unpacked += len(w.unpushed)
-		w.unpushed = nil
-		w.pushed, w.backoff, w.lastErr = w.head, 0, nil
+		w.out.unpacked += len(w.out.unpushed)
+		w.out.unpushed = nil
+		w.pushed, w.out.backoff, w.out.lastErr = w.head, 0, nil
 		w.pushedForAppliers(now)
-		if w.unpacked >= w.repackAfter {
+		if w.out.unpacked >= w.out.repackAfter {
 			// Everything worth keeping is on the branch now.
 			if err := w.repo.Repack(); err != nil {
 				klog.FromContext(ctx).Error(err, "Repacking the local repository")
 			}
-			w.unpacked = 0
+			w.out.unpacked = 0
 		}
-		if w.outage != "" {
-			metrics.Recoveries.WithLabelValues(w.outage).Inc()
-			w.outage = ""
+		if w.out.outage != "" {
+			metrics.Recoveries.WithLabelValues(w.out.outage).Inc()
+			w.out.outage = ""
 		}
 		w.reporter.Pushed(w.sortedTargets(), w.head.String(), now)
 	case errors.Is(err, gitrepo.ErrRejected):
 		metrics.Pushes.WithLabelValues("rejected").Inc()
 		klog.FromContext(ctx).Info("Remote branch moved; fetching and replaying the cluster's state")
-		if w.outage == "" {
-			w.outage = "rejected"
+		if w.out.outage == "" {
+			w.out.outage = "rejected"
 		}
 		// What was replayed before and refused again goes first.
-		w.refused = append(w.unpushed, w.refused...)
+		w.out.refused = append(w.out.unpushed, w.out.refused...)
 		// Not ready until fetched: replaying on the refused head would find
 		// nothing to do.
-		w.unpushed, w.reassert, w.ready = nil, true, false
+		w.out.unpushed, w.out.reassert, w.ready = nil, true, false
 		if err := w.reset(ctx); err != nil {
 			w.fail(stageFetch, err)
 			return
@@ -92,15 +133,15 @@ func (w *Worker) moveTo(head plumbing.Hash) error {
 	if err != nil {
 		return err
 	}
-	moved := w.fetched && head != w.pushed
-	w.head, w.pushed, w.index, w.ready, w.fetched = head, head, index, true, true
+	moved := w.out.fetched && head != w.pushed
+	w.head, w.pushed, w.index, w.ready, w.out.fetched = head, head, index, true, true
 	w.docs.rebuild(index, w.repo.ReadBlob)
 	w.pruneBlobs()
 	for _, t := range w.targets {
 		w.keepBytes(t, maps.Keys(t.desired))
 	}
 	if moved {
-		w.reassert = true
+		w.out.reassert = true
 	}
 	for _, t := range w.targets {
 		t.sweep = len(t.synced) > 0
@@ -117,13 +158,13 @@ func (w *Worker) moveTo(head plumbing.Hash) error {
 // foreign commits changed. A commit that fails leaves the rest in refused,
 // and the next step goes on from there.
 func (w *Worker) replay() error {
-	for len(w.refused) > 0 {
-		c := w.refused[0]
+	for len(w.out.refused) > 0 {
+		c := w.out.refused[0]
 		if _, ok := w.targets[c.target]; !ok {
 			if c.save != nil {
 				w.endSave(c.save, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored before its save was pushed"})
 			}
-			w.refused = w.refused[1:]
+			w.out.refused = w.out.refused[1:]
 			continue
 		}
 		changes := map[string][]byte{}
@@ -148,15 +189,15 @@ func (w *Worker) replay() error {
 			if c.save != nil {
 				w.endSave(c.save, SaveResult{Outcome: SaveNothingToCommit, Message: "a foreign commit already made the same changes"})
 			}
-			w.refused = w.refused[1:]
+			w.out.refused = w.out.refused[1:]
 			continue
 		}
 		if err := w.commit(c.target, c.author, changes, nil, c.message, c.seen, c.save); err != nil {
 			return fmt.Errorf("replaying a refused commit: %w", err)
 		}
-		w.refused = w.refused[1:]
+		w.out.refused = w.out.refused[1:]
 	}
-	if w.reassert {
+	if w.out.reassert {
 		now := w.clock.Now()
 		for _, key := range w.sortedTargets() {
 			t := w.targets[key]
@@ -169,7 +210,7 @@ func (w *Worker) replay() error {
 				}
 			}
 		}
-		w.reassert = false
+		w.out.reassert = false
 	}
 	return nil
 }
@@ -185,7 +226,7 @@ func (e *LocalError) Unwrap() error { return e.Err }
 // then, with their saves, and are committed as they are on the next try.
 func (w *Worker) failCommit(err error) {
 	w.fail(stageCommit, &LocalError{Err: err})
-	w.commitRetryAt = w.retryAt
+	w.commitRetryAt = w.out.retryAt
 }
 
 // Stages a failure happens in, for the recoveries metric.
@@ -198,15 +239,15 @@ const (
 // fail backs off after an error in stage; the next successful push counts
 // as a recovery from the outage's first failure.
 func (w *Worker) fail(stage string, err error) {
-	if w.outage == "" {
-		w.outage = stage
+	if w.out.outage == "" {
+		w.out.outage = stage
 	}
-	if w.backoff == 0 {
-		w.backoff = 500 * time.Millisecond
+	if w.out.backoff == 0 {
+		w.out.backoff = 500 * time.Millisecond
 	} else {
-		w.backoff = min(2*w.backoff, 30*time.Second)
+		w.out.backoff = min(2*w.out.backoff, 30*time.Second)
 	}
-	w.retryAt = w.clock.Now().Add(w.backoff)
-	w.lastErr = err
+	w.out.retryAt = w.clock.Now().Add(w.out.backoff)
+	w.out.lastErr = err
 	w.reporter.Failed(w.sortedTargets(), err)
 }

@@ -112,7 +112,7 @@ func (w *Worker) adopt(t *target, req SaveRequest) bool {
 			return true
 		}
 	}
-	for _, c := range slices.Concat(w.unpushed, w.refused) {
+	for _, c := range slices.Concat(w.out.unpushed, w.out.refused) {
 		if c.save != nil && c.save.ID == req.ID {
 			c.save.Done, c.save.Applied = req.Done, req.Applied
 			return true
@@ -172,8 +172,8 @@ func (w *Worker) noWindow(t *target, s *SaveRequest, why string) {
 func (w *Worker) expireSaves(now time.Time) {
 	due := func(s *SaveRequest) bool { return s != nil && !s.GiveUpAt.IsZero() && !now.Before(s.GiveUpAt) }
 	why := "no error was reported"
-	if w.lastErr != nil {
-		why = w.lastErr.Error()
+	if w.out.lastErr != nil {
+		why = w.out.lastErr.Error()
 	}
 	for _, key := range w.sortedTargets() {
 		t := w.targets[key]
@@ -193,7 +193,7 @@ func (w *Worker) expireSaves(now time.Time) {
 		clear(t.saves[len(kept):])
 		t.saves = kept
 	}
-	for _, list := range [][]unpushedCommit{w.unpushed, w.refused} {
+	for _, list := range [][]unpushedCommit{w.out.unpushed, w.out.refused} {
 		w.expireCommitted(list, due, why)
 	}
 }

@@ -145,30 +145,12 @@ type Worker struct {
 	pushed  plumbing.Hash
 	index   map[string]plumbing.Hash // files of head
 	targets map[string]*target
-	// unpushed are the commits the remote has not taken yet: a rejected
-	// push replays them, authors and messages kept, on the remote's head.
-	unpushed []unpushedCommit
-	// refused are rejected commits not replayed yet, and reassert says the
-	// cluster's state is still to be re-asserted after a replay: a replay
-	// that fails goes on from there at the next step.
-	refused  []unpushedCommit
-	reassert bool
-	retryAt  time.Time
-	backoff  time.Duration
-	// lastErr is the last failure, until a push succeeds: a save that
-	// gives up names it. outage is the stage of the first one.
-	lastErr error
-	outage  string
+	// out is what the remote has not taken yet, and how pushing fares.
+	out outbox
 	// commitRetryAt holds local commits back after one failed.
 	commitRetryAt time.Time
 	// closing makes Run return once the mailbox is applied.
 	closing bool
-	// fetched: the worker has fetched once, so a head that differs from
-	// pushed afterwards is someone else's.
-	fetched bool
-	// unpacked counts commits pushed since the last repack; repackAfter of
-	// them make the next push repack the local repository.
-	unpacked, repackAfter int
 	// onStep, when set (by tests, from the worker's goroutine), runs after
 	// every step; commitErr, when set, fails a commit with what it returns.
 	onStep    func()
@@ -247,19 +229,6 @@ type doc struct {
 	sealed bool
 }
 
-type unpushedCommit struct {
-	target  string
-	author  identity.Signature
-	message string
-	// changes are the blobs the commit wrote (the zero hash: deleted), not
-	// their contents: an outage holds little memory, and a replay reads
-	// them back from the local repository.
-	changes map[string]plumbing.Hash
-	seen    time.Time
-	sha     string
-	save    *SaveRequest
-}
-
 type window struct {
 	author                  identity.Signature
 	opened, last, firstSeen time.Time
@@ -278,14 +247,14 @@ type window struct {
 func New(repo *gitrepo.Repo, committer identity.Signature, reporter Reporter, wake <-chan struct{}) *Worker {
 	return &Worker{
 		repo: repo, committer: committer, reporter: reporter, wake: wake,
-		in:          make(chan func(), 4096),
-		repackAfter: 1000,
-		ctl:         mailbox{signal: make(chan struct{}, 1)},
-		clock:       clock.RealClock{},
-		index:       map[string]plumbing.Hash{},
-		targets:     map[string]*target{},
-		docs:        newDocIndex(),
-		blobs:       map[plumbing.Hash][]byte{},
+		in:      make(chan func(), 4096),
+		out:     outbox{repackAfter: 1000},
+		ctl:     mailbox{signal: make(chan struct{}, 1)},
+		clock:   clock.RealClock{},
+		index:   map[string]plumbing.Hash{},
+		targets: map[string]*target{},
+		docs:    newDocIndex(),
+		blobs:   map[plumbing.Hash][]byte{},
 	}
 }
 
@@ -359,7 +328,7 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 func (w *Worker) SetAuth(_ context.Context, auth transport.AuthMethod) {
 	w.post(func() {
 		w.repo.SetAuth(auth)
-		w.retryAt = time.Time{} // try the new credentials at once
+		w.out.retryAt = time.Time{} // try the new credentials at once
 	})
 }
 
@@ -549,7 +518,7 @@ func (w *Worker) step(ctx context.Context) {
 	now := w.clock.Now()
 	w.expireSaves(now) // before anything that may fail and return
 	if !w.ready {
-		if now.Before(w.retryAt) {
+		if now.Before(w.out.retryAt) {
 			return
 		}
 		if err := w.reset(ctx); err != nil {
@@ -560,7 +529,7 @@ func (w *Worker) step(ctx context.Context) {
 	if now.Before(w.commitRetryAt) {
 		return // a local commit failed: try again after the backoff, not on every wake
 	}
-	if len(w.refused) > 0 || w.reassert {
+	if len(w.out.refused) > 0 || w.out.reassert {
 		// A replay that failed: the fetched head may have moved on since,
 		// which the next push finds out.
 		if err := w.replay(); err != nil {
@@ -612,7 +581,7 @@ func (w *Worker) step(ctx context.Context) {
 		}
 		w.reportUnapplied(t)
 	}
-	if w.head != w.pushed && !now.Before(w.retryAt) {
+	if w.head != w.pushed && !now.Before(w.out.retryAt) {
 		w.push(ctx)
 	}
 }
@@ -651,9 +620,9 @@ func (w *Worker) nextWake() time.Duration {
 		}
 	}
 	if !w.ready || w.head != w.pushed {
-		consider(w.retryAt)
+		consider(w.out.retryAt)
 	}
-	for _, c := range slices.Concat(w.unpushed, w.refused) {
+	for _, c := range slices.Concat(w.out.unpushed, w.out.refused) {
 		if c.save != nil && !c.save.GiveUpAt.IsZero() {
 			consider(c.save.GiveUpAt)
 		}
