@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/dynamic"
@@ -266,14 +267,31 @@ func run(ctx context.Context, o options) error {
 // controllers are what the leader runs, sharing one informer factory, one
 // fact index and one authorizer.
 type controllers struct {
-	facts     *attribution.Index
-	clusters  *kubeprovider.Clusters
-	secrets   *gitprovider.Secrets
-	mirror    *mirror.Controller
-	saves     *commitrequest.Controller
-	sources   *commitrequest.Sources
-	claims    *claims.Controller
-	providers *providerstatus.Writer
+	facts        *attribution.Index
+	clusters     *kubeprovider.Clusters
+	secrets      *gitprovider.Secrets
+	gitProviders *gitprovider.Controller
+	mirror       *mirror.Controller
+	saves        *commitrequest.Controller
+	sources      *commitrequest.Sources
+	claims       *claims.Controller
+	providers    *providerstatus.Writer
+}
+
+// recheckAuthorizer answers the controller's re-checks of rules, claims,
+// GitProviders and saves with SubjectAccessReviews; answers are cached for
+// well under a resync, so a withdrawn right stops what it allowed within
+// one, and failures count as refusals after --authorization-failure-grace.
+func recheckAuthorizer(o options, kube kubernetes.Interface) (authorizer.Authorizer, error) {
+	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
+		SubjectAccessReviewClient: kube.AuthorizationV1(),
+		AllowCacheTTL:             min(o.resync/3, 10*time.Second), DenyCacheTTL: min(o.resync/3, 5*time.Second),
+		WebhookRetryBackoff: genericoptions.DefaultAuthWebhookRetryBackoff(),
+	}.New()
+	if err != nil {
+		return nil, fmt.Errorf("building the authorizer: %w", err)
+	}
+	return &tenancy.FailClosed{Next: authz, Grace: o.authzFailureGrace, Clock: clock.RealClock{}}, nil
 }
 
 func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Interface) (*controllers, error) {
@@ -287,18 +305,10 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 	}
 	facts := attribution.NewIndex(o.auditMaxFacts, o.auditTTL)
 	factory := informers.NewSharedInformerFactory(rev, 0)
-	// Rules and saves are checked again with SubjectAccessReviews; answers
-	// are cached for well under a resync, so a withdrawn right stops a rule
-	// within one.
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: kube.AuthorizationV1(),
-		AllowCacheTTL:             min(o.resync/3, 10*time.Second), DenyCacheTTL: min(o.resync/3, 5*time.Second),
-		WebhookRetryBackoff: genericoptions.DefaultAuthWebhookRetryBackoff(),
-	}.New()
+	authz, err := recheckAuthorizer(o, kube)
 	if err != nil {
-		return nil, fmt.Errorf("building the authorizer: %w", err)
+		return nil, err
 	}
-	authz = &tenancy.FailClosed{Next: authz, Grace: o.authzFailureGrace, Clock: clock.RealClock{}}
 	operations := claims.NewOperations()
 	// Without the key GitTargets that encrypt Secrets stall, saying so;
 	// the rest mirror on.
@@ -316,9 +326,11 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
 		RecordedGroupsMaxAge: o.groupsMaxAge})
 	return &controllers{
-		facts:     facts,
-		clusters:  clusters,
-		secrets:   secrets,
+		facts:    facts,
+		clusters: clusters,
+		secrets:  secrets,
+		gitProviders: gitprovider.NewController(gitprovider.ControllerConfig{Reverser: rev, Factory: factory, Secrets: secrets, Authorizer: authz,
+			RecordedGroupsMaxAge: o.groupsMaxAge, Resync: o.resync}),
 		mirror:    mirrors,
 		providers: providers,
 		saves: commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
@@ -341,6 +353,11 @@ func (cs *controllers) run(ctx context.Context) {
 	cs.clusters.Start(ctx)
 	go cs.clusters.Run(ctx)
 	go cs.secrets.Run(ctx)
+	go func() {
+		if err := cs.gitProviders.Run(ctx, 1); err != nil {
+			klog.ErrorS(err, "GitProvider status controller stopped")
+		}
+	}()
 	go func() {
 		if err := cs.providers.Run(ctx); err != nil {
 			klog.ErrorS(err, "KubeProvider status writer stopped")

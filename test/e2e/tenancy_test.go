@@ -337,6 +337,9 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 				edit = tc.edit
 			}
 			tn.mirror(tc.providerSpec, rules)
+			// The GitProvider's own status (#28): its one writer asks the
+			// remote with its credentials.
+			waitCondition(t, time.Minute, v1.ConditionReady, "True", "Ready", "gitprovider", "-n", tn.ns, "repo")
 			edit(t, tn, "before")
 			eventually(t, 60*time.Second, "the mirror runs before the withdrawal", func() (bool, error) {
 				return slices.ContainsFunc(tn.files(), func(p string) bool { return strings.HasSuffix(p, "/before.yaml") }), nil
@@ -350,6 +353,11 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 			} else {
 				waitCondition(t, 25*time.Second, v1.ConditionReady, "False", tc.reason, "gittarget", "-n", tn.ns, "site")
 				waitCondition(t, 25*time.Second, v1.ConditionStreamsRunning, "False", "Stopped", "gittarget", "-n", tn.ns, "site")
+				if tc.name == "credentials" {
+					// Its watch of the Secret hears the delete at once.
+					waitCondition(t, 25*time.Second, v1.ConditionReady, "False", "SecretNotFound", "gitprovider", "-n", tn.ns, "repo")
+					waitCondition(t, 25*time.Second, v1.ConditionStalled, "True", "SecretNotFound", "gitprovider", "-n", tn.ns, "repo")
+				}
 			}
 			edit(t, tn, "after")
 			never(t, 5*time.Second, "a commit after the precondition was withdrawn", func() bool {

@@ -4,18 +4,20 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/controller/kubeprovider"
 	"reverser.dev/reverser/pkg/gitrepo"
+	"reverser.dev/reverser/pkg/tenancy"
 )
 
 // Auth builds the credentials a GitProvider's Secret holds: username and
@@ -56,10 +58,7 @@ func (s *Secrets) auth(gp *v1.GitProvider, sec *corev1.Secret) (transport.AuthMe
 			return nil, reasonf("SecretKeyMissing", "Secret %s/%s has an SSH identity but no known_hosts key", gp.Namespace, sec.Name)
 		}
 		file := filepath.Join(s.cfg.DataDir, "known_hosts", gp.Namespace+"_"+gp.Name)
-		if err := os.MkdirAll(path.Dir(file), 0o700); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(file, hosts, 0o600); err != nil {
+		if err := writeWhole(file, hosts); err != nil {
 			return nil, err
 		}
 		if keys.HostKeyCallback, err = gitssh.NewKnownHostsCallback(file); err != nil {
@@ -129,4 +128,54 @@ func (s *Secrets) Signer(ctx context.Context, gp *v1.GitProvider) (gitrepo.Signe
 			"write one made by ssh-keygen, with its passphrase under key \"passphrase\" if it has one", gp.Namespace, ref.Name, ref.Key, err)
 	}
 	return signer, fp, nil
+}
+
+// Authorized asks again whether the GitProvider's status.authorizedBy may
+// get every Secret its spec names (feature T4): the controller reads them
+// with its own rights, so a right withdrawn from their author stops their
+// use within a resync. nil: allowed, or no Secret is named; a *Reason
+// (SecretNotAuthorized) when refused; any other error when the question
+// could not be answered.
+func Authorized(ctx context.Context, authz authorizer.Authorizer, gp *v1.GitProvider, now time.Time, groupsMaxAge time.Duration) error {
+	names := tenancy.GitProviderSecrets(gp)
+	if len(names) == 0 {
+		return nil
+	}
+	a := gp.Status.AuthorizedBy
+	if a == nil {
+		return reasonf("SecretNotAuthorized", "GitProvider %s names Secrets, but nobody is recorded as having authorised their use: "+
+			"re-apply it as a user who may get them", gp.Name)
+	}
+	missing, err := tenancy.Missing(ctx, authz, tenancy.Subject(a, now, groupsMaxAge), tenancy.SecretAccess(gp.Namespace, names...))
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return reasonf("SecretNotAuthorized", "GitProvider %s: %s%s", gp.Name, tenancy.DeniedSecrets(a.Username, missing),
+			tenancy.StaleHint(a, now, groupsMaxAge))
+	}
+	return nil
+}
+
+// writeWhole replaces file with data at once (a new file renamed over it):
+// the mirror and the GitProvider controller build credentials at the same
+// time, and a reader must never parse a file another is rewriting.
+func writeWhole(file string, data []byte) error {
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(file)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone already once renamed
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
 }

@@ -11,6 +11,10 @@
 // (OnChange) rather than at the next resync. A watch nobody has read from
 // for Config.Idle is stopped (Run).
 //
+// Controller is the one writer of GitProvider status: whether the
+// GitProvider's author may still have its Secrets used, whether they make
+// usable credentials, and whether the remote takes pushes with them.
+//
 // Secrets.mu guards the set of watches and each watch's last use; a
 // watch's own mu guards its last list error. Neither is held while waiting
 // for a watch to list.

@@ -3,13 +3,16 @@ package gitprovider
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/testkeys"
 )
 
 func started(t *testing.T, kube *kubefake.Clientset) *Secrets {
@@ -140,4 +144,38 @@ func TestIdleWatchesAreStopped(t *testing.T) {
 	clock.Step(5 * time.Minute)
 	s.Prune()
 	assert.Equal(t, 0, s.Watched())
+}
+
+// The known_hosts an SSH credential is checked with is read whole by every
+// reader, however many build credentials at once: the mirror and the
+// GitProvider controller both do. Written in place, a reader could parse a
+// file another had just truncated and refuse the right host ("key is
+// unknown").
+func TestKnownHostsAreNeverReadHalfWritten(t *testing.T) {
+	identity, _ := testkeys.SSH(t)
+	_, hostKey := testkeys.SSH(t)
+	known := "[127.0.0.1]:2222 " + string(ssh.MarshalAuthorizedKey(hostKey))
+	kube := kubefake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "ssh"},
+		Data: map[string][]byte{"identity": identity, "known_hosts": []byte(known)}})
+	s := started(t, kube)
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 2222}
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			auth, _, err := s.Auth(context.Background(), provider("ssh"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			errs <- auth.(*gitssh.PublicKeys).HostKeyCallback("127.0.0.1:2222", addr, hostKey)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err, "the known host is accepted by every reader")
+	}
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/controller/gitprovider"
 	"reverser.dev/reverser/pkg/redact"
-	"reverser.dev/reverser/pkg/tenancy"
 )
 
 // problem is a condition-ready explanation: a reason and a message that says
@@ -63,29 +63,11 @@ func asProblem(err error, reason string) *problem {
 	return &problem{reason: reason, message: redact.Text(err.Error()), transient: true}
 }
 
-// secretsAuthorized asks again whether the GitProvider's status.authorizedBy
-// may get every Secret its spec names (feature T4): the controller reads
-// them with its own rights, so a right withdrawn from their author stops
-// their use within a resync. nil: allowed, or no Secret is named.
+// secretsAuthorized asks again whether the GitProvider's author may get
+// every Secret it names (gitprovider.Authorized).
 func (c *Controller) secretsAuthorized(ctx context.Context, gp *v1.GitProvider) *problem {
-	names := tenancy.GitProviderSecrets(gp)
-	if len(names) == 0 {
-		return nil
-	}
-	a := gp.Status.AuthorizedBy
-	if a == nil {
-		return problemf("SecretNotAuthorized", "GitProvider %s names Secrets, but nobody is recorded as having authorised their use: "+
-			"re-apply it as a user who may get them", gp.Name).in(areaGit)
-	}
-	now := time.Now()
-	missing, err := tenancy.Missing(ctx, c.cfg.Authorizer, tenancy.Subject(a, now, c.cfg.RecordedGroupsMaxAge),
-		tenancy.SecretAccess(gp.Namespace, names...))
-	if err != nil {
-		return asProblem(err, "SecretCheckFailed")
-	}
-	if len(missing) > 0 {
-		return problemf("SecretNotAuthorized", "GitProvider %s: %s%s", gp.Name, tenancy.DeniedSecrets(a.Username, missing),
-			tenancy.StaleHint(a, now, c.cfg.RecordedGroupsMaxAge)).in(areaGit)
+	if err := gitprovider.Authorized(ctx, c.cfg.Authorizer, gp, time.Now(), c.cfg.RecordedGroupsMaxAge); err != nil {
+		return asProblem(err, "SecretCheckFailed").in(areaGit)
 	}
 	return nil
 }

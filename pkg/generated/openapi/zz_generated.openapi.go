@@ -4181,7 +4181,7 @@ func schema_pkg_apis_reverser_v1alpha1_GitProviderStatus(ref common.ReferenceCal
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: Ready, Reconciling, Stalled and GitReachable.",
+							Description: "conditions: Ready, Stalled and GitReachable.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -101,7 +101,7 @@ type GitProviderStatus struct {
 	// observedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Reconciling, Stalled and GitReachable.
+	// conditions: Ready, Stalled and GitReachable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -17,7 +17,7 @@ import (
 type GitProviderStatusApplyConfiguration struct {
 	// observedGeneration is the generation the status was computed for.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// conditions: Ready, Reconciling, Stalled and GitReachable.
+	// conditions: Ready, Stalled and GitReachable.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// authorizedBy is the user whose rights the GitProvider's Secrets are
 	// read with: the one who created it or last changed its spec, written
