@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/harness"
 )
@@ -429,4 +430,37 @@ subjects:
 	tn.mirror("", ownConfigMaps)
 	msg := waitCondition(t, 60*time.Second, v1.ConditionReady, "False", v1.ReasonNotAllowed, "commitrequest", "-n", tn.ns, "late")
 	assert.Contains(t, msg, `user "bob" may no longer save GitTarget `+tn.ns+`/site`)
+}
+
+// TestAKubeProviderWithABrokenKubeconfigSaysSo (#29): a KubeProvider whose
+// kubeconfig Secret is missing is Ready=False and Stalled=True naming it,
+// not Unknown NotUsed; once the Secret holds a kubeconfig, Stalled goes.
+func TestAKubeProviderWithABrokenKubeconfigSaysSo(t *testing.T) {
+	name := uniqueName("broken")
+	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: reverser.dev/v1alpha1
+kind: KubeProvider
+metadata: {name: %[1]s}
+spec:
+  kubeConfigSecretRef: {namespace: %[2]s, name: %[1]s, key: kubeconfig}
+`, name, controlplane.ReverserNamespace), "apply", "-f", "-")
+	t.Cleanup(func() {
+		_, _ = kubectl(admin, "", "delete", "kubeprovider", name)
+		_, _ = kubectl(admin, "", "delete", "secret", "-n", controlplane.ReverserNamespace, name)
+	})
+	msg := waitCondition(t, time.Minute, v1.ConditionReady, "False", "SecretNotFound", "kubeprovider", name)
+	assert.Contains(t, msg, "create it or fix the reference")
+	waitCondition(t, time.Minute, v1.ConditionStalled, "True", "SecretNotFound", "kubeprovider", name)
+
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", controlplane.ReverserNamespace, name, "--from-literal=kubeconfig=not yaml: [")
+	waitCondition(t, time.Minute, v1.ConditionReady, "False", "InvalidKubeconfig", "kubeprovider", name)
+
+	kubeconfig, err := os.ReadFile(env.KubeconfigAdmin)
+	require.NoError(t, err)
+	kubectlOK(t, admin, "", "delete", "secret", "-n", controlplane.ReverserNamespace, name)
+	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", controlplane.ReverserNamespace, name, "--from-literal=kubeconfig="+string(kubeconfig))
+	waitCondition(t, time.Minute, v1.ConditionReady, "Unknown", "NotUsed", "kubeprovider", name)
+	eventually(t, time.Minute, "Stalled gone", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "kubeprovider", name, "-o", `jsonpath={.status.conditions[?(@.type=="Stalled")].status}`)
+		return err == nil && out == "", err
+	})
 }

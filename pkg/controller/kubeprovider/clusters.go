@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -355,27 +356,42 @@ func (c *Clusters) report(context.Context) {
 	}
 	c.prune(kps)
 	for _, kp := range kps {
-		part := providerstatus.Part{Conditions: []metav1.Condition{c.ready(kp.Name)}}
-		last, received := time.Time{}, false
-		if c.cfg.Facts != nil {
-			last, received = c.cfg.Facts.LastReceived(kp.Name)
-		}
-		switch {
-		case !kp.Spec.Audit.Enabled:
-			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "Disabled",
-				"spec.audit.enabled is false: changes are authored by each GitProvider's committer."))
-		case received:
-			part.Fields = func(s *v1.KubeProviderStatus) { s.LastAuditFactTime = &metav1.Time{Time: last.Truncate(time.Second)} }
-			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, true, "Received",
-				"Audit events arrive; changes are authored by the people who made them."))
-		default:
-			part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "NoAuditEvents",
-				fmt.Sprintf("No audit event has arrived on POST %s%s: point kube-apiserver's --audit-webhook-config-file at it, "+
-					"with a policy that logs writes at RequestResponse. Until then changes are authored %q.",
-					attribution.RoutePrefix, kp.Name, identity.UnresolvedName)))
-		}
-		c.cfg.Status.Report(kp.Name, "mirror", part)
+		c.cfg.Status.Report(kp.Name, "clusters", c.part(kp))
 	}
+}
+
+// part is what Clusters reports of a KubeProvider: Ready (a kubeconfig
+// Secret that is missing or unusable is Ready=False and Stalled=True, else
+// whether the last discovery answered), AuditFactsReceived and when the
+// last audit fact arrived.
+func (c *Clusters) part(kp *v1.KubeProvider) providerstatus.Part {
+	var part providerstatus.Part
+	var r *Reason
+	if _, _, err := c.Config(kp); errors.As(err, &r) {
+		part.Conditions = []metav1.Condition{condition(v1.ConditionReady, false, r.Reason, r.Message),
+			condition(v1.ConditionStalled, true, r.Reason, r.Message)}
+	} else {
+		part.Conditions, part.Remove = []metav1.Condition{c.ready(kp.Name)}, []string{v1.ConditionStalled}
+	}
+	last, received := time.Time{}, false
+	if c.cfg.Facts != nil {
+		last, received = c.cfg.Facts.LastReceived(kp.Name)
+	}
+	switch {
+	case !kp.Spec.Audit.Enabled:
+		part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "Disabled",
+			"spec.audit.enabled is false: changes are authored by each GitProvider's committer."))
+	case received:
+		part.Fields = func(s *v1.KubeProviderStatus) { s.LastAuditFactTime = &metav1.Time{Time: last.Truncate(time.Second)} }
+		part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, true, "Received",
+			"Audit events arrive; changes are authored by the people who made them."))
+	default:
+		part.Conditions = append(part.Conditions, condition(v1.ConditionAuditFactsReceived, false, "NoAuditEvents",
+			fmt.Sprintf("No audit event has arrived on POST %s%s: point kube-apiserver's --audit-webhook-config-file at it, "+
+				"with a policy that logs writes at RequestResponse. Until then changes are authored %q.",
+				attribution.RoutePrefix, kp.Name, identity.UnresolvedName)))
+	}
+	return part
 }
 
 // ready is a KubeProvider's Ready: whether the last discovery through it

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -157,4 +158,35 @@ func TestReadyIsNotUsedUntilADiscovery(t *testing.T) {
 	assert.Contains(t, r.Message, "connection refused")
 	c.prune(nil)
 	assert.Equal(t, "NotUsed", c.ready("local").Reason, "a deleted provider's clients are forgotten")
+}
+
+// A KubeProvider whose kubeconfig Secret is missing, unusable or in a
+// refused namespace says so (#29): Ready=False and Stalled=True with the
+// reason, not Unknown NotUsed; fixed, Stalled goes and Ready waits for a
+// discovery.
+func TestABrokenKubeconfigIsReadyFalseAndStalled(t *testing.T) {
+	kube := kubefake.NewClientset(secret(DefaultSecretNamespace, "broken", map[string]string{"kubeconfig": "{"}))
+	c := started(t, kube)
+	ref := func(ns, name string) *v1.KubeProvider {
+		return &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "remote"},
+			Spec: v1.KubeProviderSpec{KubeConfigSecretRef: &v1.SecretKeyReference{Namespace: ns, Name: name, Key: "kubeconfig"}}}
+	}
+	for kp, want := range map[*v1.KubeProvider]string{
+		ref(DefaultSecretNamespace, "absent"): "SecretNotFound",
+		ref(DefaultSecretNamespace, "broken"): "InvalidKubeconfig",
+		ref("team-a", "theirs"):               "SecretNamespaceNotAllowed",
+	} {
+		part := c.part(kp)
+		ready, stalled := meta.FindStatusCondition(part.Conditions, v1.ConditionReady), meta.FindStatusCondition(part.Conditions, v1.ConditionStalled)
+		require.NotNil(t, ready)
+		assert.Equal(t, metav1.ConditionFalse, ready.Status, want)
+		assert.Equal(t, want, ready.Reason)
+		require.NotNil(t, stalled, want)
+		assert.Equal(t, metav1.ConditionTrue, stalled.Status)
+		assert.Equal(t, want, stalled.Reason)
+	}
+	part := c.part(&v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: v1.KubeProviderSpec{InCluster: true}})
+	assert.Equal(t, "NotUsed", meta.FindStatusCondition(part.Conditions, v1.ConditionReady).Reason)
+	assert.Nil(t, meta.FindStatusCondition(part.Conditions, v1.ConditionStalled))
+	assert.Contains(t, part.Remove, v1.ConditionStalled, "a fixed provider is no longer stalled")
 }
