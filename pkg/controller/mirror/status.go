@@ -45,6 +45,16 @@ func firstProblem(ps ...*problem) *problem {
 	return nil
 }
 
+// lasting is the first of ps that will not pass by itself.
+func lasting(ps ...*problem) *problem {
+	for _, p := range ps {
+		if p != nil && !p.transient {
+			return p
+		}
+	}
+	return nil
+}
+
 // reported is what the worker said of a target, as writeStatus reads it.
 type reported struct {
 	lastCommit, lastPush *v1.CommitRef
@@ -159,6 +169,12 @@ func readiness(gt *v1.GitTarget, st *observed, r reported, localErr *worker.Loca
 	case st.config != nil:
 		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: st.config.reason, Message: st.config.message}
 		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionStalled, true, st.config.reason, st.config.message))
+	case lasting(st.source, st.git) != nil:
+		// Only a person restores it (a provider or Secret gone, a refused
+		// credential): kstatus tools must read Failed, not Current.
+		p := lasting(st.source, st.git)
+		ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: p.reason, Message: p.message}
+		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionStalled, true, p.reason, p.message))
 	case len(r.refused) > 0:
 		// The other changes go on; these wait for a change of the
 		// repository or of the objects (docs/layout.md).

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -50,4 +51,38 @@ func TestAReportWritesTheStatusWithoutAReconcile(t *testing.T) {
 	require.NotNil(t, reachable)
 	assert.Equal(t, "Pushed", reachable.Reason)
 	assert.Zero(t, queue.Len(), "no reconcile asked for")
+}
+
+// TestALastingProblemStalls (#29): a precondition that only a person can
+// restore (a KubeProvider or GitProvider gone, a Secret missing,
+// credentials refused a push) sets Stalled with its reason, so kstatus
+// tools call the GitTarget Failed, not Current; a moment's failure (an
+// unreachable remote) does not.
+func TestALastingProblemStalls(t *testing.T) {
+	for _, tc := range []struct {
+		st      observed
+		stalled string
+	}{
+		{observed{source: problemf("KubeProviderNotFound", "KubeProvider local does not exist")}, "KubeProviderNotFound"},
+		{observed{git: problemf("GitProviderNotFound", "GitProvider repo does not exist").in(areaGit)}, "GitProviderNotFound"},
+		{observed{git: problemf("SecretNotFound", "Secret team/git does not exist").in(areaGit)}, "SecretNotFound"},
+		{observed{git: problemf(ReasonPushNotAllowed, "refused").in(areaGit)}, ReasonPushNotAllowed},
+		{observed{git: asProblem(errors.New("connection refused"), "GitUnreachable").in(areaGit)}, ""},
+		{observed{source: asProblem(errors.New("connection refused"), "SourceUnreachable")}, ""},
+	} {
+		gt := &v1.GitTarget{}
+		status := &v1.GitTargetStatus{}
+		meta.SetStatusCondition(&status.Conditions, fromProblem(v1.ConditionSourceReachable, tc.st.source, "Reachable", ""))
+		meta.SetStatusCondition(&status.Conditions, fromProblem(v1.ConditionGitReachable, tc.st.git, "Pushed", ""))
+		readiness(gt, &tc.st, reported{}, nil, status, "")
+		stalled := meta.FindStatusCondition(status.Conditions, v1.ConditionStalled)
+		if tc.stalled == "" {
+			assert.Nil(t, stalled, "%+v", tc.st)
+			continue
+		}
+		require.NotNil(t, stalled, tc.stalled)
+		assert.Equal(t, metav1.ConditionTrue, stalled.Status)
+		assert.Equal(t, tc.stalled, stalled.Reason)
+		assert.Equal(t, tc.stalled, meta.FindStatusCondition(status.Conditions, v1.ConditionReady).Reason)
+	}
 }
