@@ -448,7 +448,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 		delete(c.reports, key)
 		delete(c.observations, key)
 		c.mu.Unlock()
-		return nil
+		return c.orphaned(ctx, ns, name)
 	}
 	if err != nil {
 		return err
@@ -459,6 +459,31 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	c.observations[key] = st // read only from now on
 	c.mu.Unlock()
 	return c.writeStatus(ctx, gt, st)
+}
+
+// orphaned says in the status of the rules naming GitTarget ns/name that
+// it does not exist (#29): a rule nobody mirrors is not silent.
+func (c *Controller) orphaned(ctx context.Context, ns, name string) error {
+	missing := problemf("GitTargetNotFound", "GitTarget %s/%s does not exist: create it or fix spec.gitTargetRef", ns, name)
+	rules, err := c.rules.WatchRules(ns).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, wr := range rules {
+		if wr.Spec.GitTargetRef.Name == name {
+			c.writeRuleStatus(ctx, wr, resolve.Result{}, missing)
+		}
+	}
+	clusterRules, err := c.clusterRules.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, cwr := range clusterRules {
+		if cwr.Spec.GitTargetRef.Namespace == ns && cwr.Spec.GitTargetRef.Name == name {
+			c.writeClusterRuleStatus(ctx, cwr, resolve.Result{}, missing)
+		}
+	}
+	return nil
 }
 
 // refreshStatus writes a GitTarget's status from the last reconcile's

@@ -282,6 +282,12 @@ func ruleStatus(cur v1.WatchRuleStatus, generation int64, res resolve.Result, de
 	}
 	slices.Sort(s.Resolved)
 	s.Unresolved = res.Unresolved
+	if denied != nil && !denied.transient {
+		// Only a person restores it: a right, a loan, the GitTarget.
+		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionStalled, true, denied.reason, denied.message))
+	} else {
+		meta.RemoveStatusCondition(&s.Conditions, v1.ConditionStalled)
+	}
 	switch {
 	case denied != nil:
 		meta.SetStatusCondition(&s.Conditions, condition(v1.ConditionReady, false, denied.reason, denied.message))

@@ -16,6 +16,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned/fake"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/resolve"
 )
 
 // TestAReportWritesTheStatusWithoutAReconcile (#28): a worker's report of a
@@ -85,4 +86,54 @@ func TestALastingProblemStalls(t *testing.T) {
 		assert.Equal(t, tc.stalled, stalled.Reason)
 		assert.Equal(t, tc.stalled, meta.FindStatusCondition(status.Conditions, v1.ConditionReady).Reason)
 	}
+}
+
+// TestARuleOfAMissingGitTargetSaysSo (#29): a WatchRule or ClusterWatchRule
+// naming a GitTarget that does not exist is Ready=False and Stalled=True
+// GitTargetNotFound, rather than carrying no status at all; a rule of
+// another GitTarget is left alone.
+func TestARuleOfAMissingGitTargetSaysSo(t *testing.T) {
+	orphan := &v1.WatchRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "orphan", Generation: 2},
+		Spec: v1.WatchRuleSpec{GitTargetRef: v1.LocalObjectReference{Name: "gone"}}}
+	other := &v1.WatchRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "other"},
+		Spec: v1.WatchRuleSpec{GitTargetRef: v1.LocalObjectReference{Name: "site"}}}
+	cluster := &v1.ClusterWatchRule{ObjectMeta: metav1.ObjectMeta{Name: "platform"},
+		Spec: v1.ClusterWatchRuleSpec{GitTargetRef: v1.ObjectReference{Namespace: "team", Name: "gone"}}}
+	client := fake.NewSimpleClientset(orphan, other, cluster)
+	index := func(objs ...any) cache.Indexer {
+		i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		for _, o := range objs {
+			require.NoError(t, i.Add(o))
+		}
+		return i
+	}
+	c := &Controller{cfg: Config{Reverser: client}, targets: listers.NewGitTargetLister(index()),
+		rules: listers.NewWatchRuleLister(index(orphan, other)), clusterRules: listers.NewClusterWatchRuleLister(index(cluster))}
+	require.NoError(t, c.reconcile(t.Context(), "team/gone"))
+
+	wr, err := client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "orphan", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), wr.Status.ObservedGeneration)
+	for _, typ := range []string{v1.ConditionReady, v1.ConditionStalled} {
+		c := meta.FindStatusCondition(wr.Status.Conditions, typ)
+		require.NotNil(t, c, typ)
+		assert.Equal(t, "GitTargetNotFound", c.Reason)
+		assert.Contains(t, c.Message, "GitTarget team/gone does not exist")
+	}
+	assert.True(t, meta.IsStatusConditionTrue(wr.Status.Conditions, v1.ConditionStalled))
+	cwr, err := client.ReverserV1alpha1().ClusterWatchRules().Get(t.Context(), "platform", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "GitTargetNotFound", meta.FindStatusCondition(cwr.Status.Conditions, v1.ConditionReady).Reason)
+	untouched, err := client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "other", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, untouched.Status.Conditions)
+
+	// A rule refused for a moment (a SubjectAccessReview not answered) is
+	// not stalled; one refused for good is, until it is resolved.
+	s := ruleStatus(v1.WatchRuleStatus{}, 1, resolve.Result{}, &problem{reason: "CheckFailed", transient: true})
+	assert.Nil(t, meta.FindStatusCondition(s.Conditions, v1.ConditionStalled))
+	s = ruleStatus(s, 1, resolve.Result{}, problemf("NotAuthorized", "no"))
+	assert.True(t, meta.IsStatusConditionTrue(s.Conditions, v1.ConditionStalled))
+	s = ruleStatus(s, 1, resolve.Result{GVRs: nil, Unresolved: nil}, nil)
+	assert.Nil(t, meta.FindStatusCondition(s.Conditions, v1.ConditionStalled))
 }
