@@ -98,6 +98,7 @@ func (w *Worker) push(ctx context.Context) {
 		if w.out.outage == "" {
 			w.out.outage = "rejected"
 		}
+		w.reporter.Rejected(w.sortedTargets())
 		// What was replayed before and refused again goes first.
 		w.out.refused = append(w.out.unpushed, w.out.refused...)
 		// Not ready until fetched: replaying on the refused head would find

@@ -119,6 +119,9 @@ type Reporter interface {
 	Committed(target, sha string, at time.Time)
 	Pushed(targets []string, sha string, at time.Time)
 	Failed(targets []string, err error)
+	// Rejected says the remote refused a push because its branch had
+	// moved: the worker fetches it and replays its commits on top.
+	Rejected(targets []string)
 	// Refused lists the changes of a target that cannot be written into
 	// its repository as it is (kustomize refusals), each naming the object
 	// and why; an empty list clears them.

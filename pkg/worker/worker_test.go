@@ -29,6 +29,8 @@ type recorder struct {
 	pushes   int
 	failures []error
 	refusals []string
+	// rejected are the targets of the pushes rejected, one a push.
+	rejected []string
 	// unapplied are the Unapplied reports, in order.
 	unapplied []string
 }
@@ -65,6 +67,12 @@ func (r *recorder) lastUnapplied() string {
 		return ""
 	}
 	return r.unapplied[len(r.unapplied)-1]
+}
+
+func (r *recorder) Rejected(targets []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rejected = append(r.rejected, targets...)
 }
 
 func (r *recorder) Failed(_ []string, err error) {
@@ -242,6 +250,9 @@ func TestRejectedPushReplaysOnTheForeignCommit(t *testing.T) {
 	})
 	assert.Contains(t, f.remoteFiles(), "notes.txt", "the foreign commit is kept")
 	f.git(f.bare, "merge-base", "--is-ancestor", foreign, "main")
+	f.rec.mu.Lock()
+	defer f.rec.mu.Unlock()
+	assert.Equal(t, []string{site.Key}, f.rec.rejected, "the rejection reported once, for the Replayed Event")
 }
 
 // authors attributes changes by their ResourceVersion field, which the tests

@@ -64,6 +64,7 @@ import (
 	"reverser.dev/reverser/pkg/controller/kubeprovider"
 	"reverser.dev/reverser/pkg/controller/loop"
 	"reverser.dev/reverser/pkg/document"
+	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	reverserv1alpha1 "reverser.dev/reverser/pkg/generated/informers/externalversions/reverser/v1alpha1"
@@ -124,6 +125,9 @@ type Config struct {
 	// CheckPush asks a remote whether it takes pushes with some
 	// credentials; nil is gitrepo.CheckPush.
 	CheckPush func(ctx context.Context, url string, auth transport.AuthMethod) error
+	// Events records pushes, replays and refusals on GitTargets and
+	// rules; nil records none.
+	Events *event.Recorder
 }
 
 // Controller reconciles GitTargets.
@@ -776,13 +780,17 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 	}
 	// use takes a checked rule's resolution, or its refusal, in the rules'
 	// order; write writes its status.
-	use := func(kind, name string, r checkedRule, write func(resolve.Result, *problem)) {
+	use := func(kind, name string, r checkedRule, write func(resolve.Result, *problem) (refused bool)) {
 		if r.denied != nil {
 			r.res.GVRs = nil
 			st.refused = append(st.refused, fmt.Sprintf("%s %s: %s", kind, name, r.denied.message))
 		}
 		add(r.res, r.ns)
-		writes = append(writes, func() { write(r.res, r.denied) })
+		writes = append(writes, func() {
+			if write(r.res, r.denied) {
+				c.cfg.Events.Warning(gt, event.ReasonRuleRefused, "%s %s: %s", kind, name, r.denied.message)
+			}
+		})
 	}
 	rules, err := c.rules.WatchRules(gt.Namespace).List(labels.Everything())
 	if err != nil {
@@ -796,7 +804,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		return nil, nil, statuses, err
 	}
 	for i, wr := range wrs {
-		use("WatchRule", wr.Name, checked[i], func(res resolve.Result, denied *problem) { c.writeRuleStatus(ctx, wr, res, denied) })
+		use("WatchRule", wr.Name, checked[i], func(res resolve.Result, denied *problem) bool { return c.writeRuleStatus(ctx, wr, res, denied) })
 	}
 	clusterRules, err := c.clusterRules.List(labels.Everything())
 	if err != nil {
@@ -810,8 +818,8 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 		return nil, nil, statuses, err
 	}
 	for i, cwr := range cwrs {
-		use("ClusterWatchRule", cwr.Name, checked[i], func(res resolve.Result, denied *problem) {
-			c.writeClusterRuleStatus(ctx, cwr, res, denied)
+		use("ClusterWatchRule", cwr.Name, checked[i], func(res resolve.Result, denied *problem) bool {
+			return c.writeClusterRuleStatus(ctx, cwr, res, denied)
 		})
 	}
 	return scopes, credentials, statuses, nil
@@ -1072,6 +1080,33 @@ func (r reporter) Pushed(targets []string, sha string, at time.Time) {
 		rep.lastPush = &v1.CommitRef{SHA: sha, Time: &metav1.Time{Time: at}}
 		rep.gitErr = nil
 	})
+	r.record(targets, func(gt *v1.GitTarget) {
+		r.c.cfg.Events.Normal(gt, event.ReasonPushed, "Pushed commit %s to branch %s", sha, gt.Spec.Branch)
+	})
+}
+
+func (r reporter) Rejected(targets []string) {
+	r.record(targets, func(gt *v1.GitTarget) {
+		r.c.cfg.Events.Normal(gt, event.ReasonReplayed, "Branch %s had moved (a commit Reverser did not make): "+
+			"Reverser fetched it and replays its open commits on top, then the cluster's state", gt.Spec.Branch)
+	})
+}
+
+// record calls f with each target's GitTarget, from the lister: reports
+// must not block.
+func (r reporter) record(targets []string, f func(*v1.GitTarget)) {
+	if r.c.cfg.Events == nil {
+		return
+	}
+	for _, t := range targets {
+		ns, name, err := cache.SplitMetaNamespaceKey(t)
+		if err != nil {
+			continue
+		}
+		if gt, err := r.c.targets.GitTargets(ns).Get(name); err == nil {
+			f(gt)
+		}
+	}
 }
 
 func (r reporter) Failed(targets []string, err error) {

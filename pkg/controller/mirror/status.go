@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
@@ -234,14 +235,19 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 		c.statusQueue.Add(key)
 		return nil
 	}
+	if err == nil {
+		c.cfg.Events.Changed(gt, gt.Status.Conditions, status.Conditions, v1.ConditionReady)
+	}
 	if err == nil && starting {
 		c.statusQueue.AddAfter(key, 500*time.Millisecond) // report streams as they finish their initial state
 	}
 	return err
 }
 
-func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res resolve.Result, denied *problem) {
-	writeRule(ctx, wr, &wr.Status, wr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
+// writeRuleStatus writes a WatchRule's status; refused says it was refused
+// by this write, for an Event on the GitTarget it names.
+func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res resolve.Result, denied *problem) (refused bool) {
+	return c.writeRule(ctx, wr, &wr.Status, wr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
 		updated := wr.DeepCopy()
 		updated.Status = status
 		_, err := c.cfg.Reverser.ReverserV1alpha1().WatchRules(wr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
@@ -249,8 +255,8 @@ func (c *Controller) writeRuleStatus(ctx context.Context, wr *v1.WatchRule, res 
 	})
 }
 
-func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res resolve.Result, denied *problem) {
-	writeRule(ctx, cwr, &cwr.Status, cwr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
+func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.ClusterWatchRule, res resolve.Result, denied *problem) (refused bool) {
+	return c.writeRule(ctx, cwr, &cwr.Status, cwr.Generation, res, denied, func(status v1.WatchRuleStatus) error {
 		updated := cwr.DeepCopy()
 		updated.Status = status
 		_, err := c.cfg.Reverser.ReverserV1alpha1().ClusterWatchRules().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
@@ -259,16 +265,29 @@ func (c *Controller) writeClusterRuleStatus(ctx context.Context, cwr *v1.Cluster
 }
 
 // writeRule writes a rule's resolution when it differs from what the rule
-// says; a conflict is left to the next reconcile.
-func writeRule(ctx context.Context, obj klog.KMetadata, cur *v1.WatchRuleStatus, generation int64, res resolve.Result, denied *problem,
-	update func(v1.WatchRuleStatus) error) {
+// says, and records the change of its Ready; a conflict is left to the
+// next reconcile. refused says this write refused the rule.
+func (c *Controller) writeRule(ctx context.Context, obj ruleObject, cur *v1.WatchRuleStatus, generation int64, res resolve.Result, denied *problem,
+	update func(v1.WatchRuleStatus) error) (refused bool) {
 	status := ruleStatus(*cur, generation, res, denied)
 	if apiequality.Semantic.DeepEqual(status, *cur) {
-		return
+		return false
 	}
-	if err := update(status); err != nil && !apierrors.IsConflict(err) {
-		klog.FromContext(ctx).Error(err, "Writing rule status", "rule", klog.KObj(obj))
+	if err := update(status); err != nil {
+		if !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "Writing rule status", "rule", klog.KObj(obj))
+		}
+		return false
 	}
+	c.cfg.Events.Changed(obj, cur.Conditions, status.Conditions, v1.ConditionReady)
+	was := meta.FindStatusCondition(cur.Conditions, v1.ConditionReady)
+	return denied != nil && (was == nil || was.Reason != denied.reason)
+}
+
+// ruleObject is a WatchRule or a ClusterWatchRule.
+type ruleObject interface {
+	klog.KMetadata
+	runtime.Object
 }
 
 // ruleStatus is a rule's status after a reconcile: denied, when set, says

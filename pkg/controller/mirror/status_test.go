@@ -10,10 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned/fake"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/resolve"
@@ -24,7 +26,7 @@ import (
 // findings; nothing asks for a reconcile, which would check every
 // precondition (SubjectAccessReviews, Secrets, discovery) again for it.
 func TestAReportWritesTheStatusWithoutAReconcile(t *testing.T) {
-	gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site", Generation: 1}}
+	gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site", Generation: 1}, Spec: v1.GitTargetSpec{Branch: "main"}}
 	client := fake.NewSimpleClientset(gt)
 	targets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	require.NoError(t, targets.Add(gt))
@@ -34,9 +36,11 @@ func TestAReportWritesTheStatusWithoutAReconcile(t *testing.T) {
 		workqueue.TypedRateLimitingQueueConfig[string]{Clock: clk})
 	t.Cleanup(queue.ShutDown)
 	t.Cleanup(statuses.ShutDown)
-	c := &Controller{cfg: Config{Reverser: client}, targets: listers.NewGitTargetLister(targets), queue: queue, statusQueue: statuses,
-		reports: map[string]*report{}, observations: map[string]*observed{"team/site": {}}}
+	events := record.NewFakeRecorder(10)
+	c := &Controller{cfg: Config{Reverser: client, Events: event.New(events)}, targets: listers.NewGitTargetLister(targets), queue: queue,
+		statusQueue: statuses, reports: map[string]*report{}, observations: map[string]*observed{"team/site": {}}}
 
+	reporter{c}.Rejected([]string{"team/site"})
 	reporter{c}.Pushed([]string{"team/site"}, "0123abc", clk.Now())
 	clk.Step(time.Second) // past the coalescing delay
 	require.Eventually(t, func() bool { return statuses.Len() == 1 }, 10*time.Second, 10*time.Millisecond, "the report queued a status write")
@@ -52,6 +56,27 @@ func TestAReportWritesTheStatusWithoutAReconcile(t *testing.T) {
 	require.NotNil(t, reachable)
 	assert.Equal(t, "Pushed", reachable.Reason)
 	assert.Zero(t, queue.Len(), "no reconcile asked for")
+	assert.Equal(t, []string{
+		"Normal Replayed Branch main had moved (a commit Reverser did not make): Reverser fetched it and replays its open commits on top, " +
+			"then the cluster's state",
+		"Normal Pushed Pushed commit 0123abc to branch main",
+		"Warning NoRules No WatchRule or ClusterWatchRule selects anything for this GitTarget.",
+	}, drain(events), "the replay, the push and the change of Ready, once each")
+	require.NoError(t, targets.Update(written)) // the informer catches up
+	require.NoError(t, c.refreshStatus(t.Context(), key))
+	assert.Empty(t, drain(events), "a status written again records nothing again")
+}
+
+func drain(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
 
 // TestALastingProblemStalls (#29): a precondition that only a person can
@@ -107,8 +132,12 @@ func TestARuleOfAMissingGitTargetSaysSo(t *testing.T) {
 		}
 		return i
 	}
-	c := &Controller{cfg: Config{Reverser: client}, targets: listers.NewGitTargetLister(index()),
+	events := record.NewFakeRecorder(10)
+	c := &Controller{cfg: Config{Reverser: client, Events: event.New(events)}, targets: listers.NewGitTargetLister(index()),
 		rules: listers.NewWatchRuleLister(index(orphan, other)), clusterRules: listers.NewClusterWatchRuleLister(index(cluster))}
+	require.NoError(t, c.reconcile(t.Context(), "team/gone"))
+	gone := "Warning GitTargetNotFound GitTarget team/gone does not exist: create it or fix spec.gitTargetRef"
+	assert.Equal(t, []string{gone, gone}, drain(events), "an Event on each rule of the missing GitTarget")
 	require.NoError(t, c.reconcile(t.Context(), "team/gone"))
 
 	wr, err := client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "orphan", metav1.GetOptions{})
