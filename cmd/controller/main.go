@@ -41,6 +41,7 @@ import (
 	"reverser.dev/reverser/pkg/controller/kubeprovider"
 	"reverser.dev/reverser/pkg/controller/mirror"
 	"reverser.dev/reverser/pkg/controller/providerstatus"
+	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	"reverser.dev/reverser/pkg/leaderendpoint"
@@ -317,6 +318,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		klog.ErrorS(err, "GitTargets with spec.encryption stall: the controller has no digest key for sealed Secrets; fix this and restart it")
 	}
 	providers := providerstatus.New(rev, factory)
+	events := event.Broadcast(ctx, kube, "reverser-controller")
 	clusters := kubeprovider.New(kubeprovider.Config{Kube: kube, Source: cfg, SecretNamespace: o.secretNamespace, Factory: factory,
 		Facts: facts, Status: providers})
 	secrets := gitprovider.New(gitprovider.Config{Kube: kube, DataDir: o.dataDir})
@@ -324,7 +326,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		Factory: factory, Authorizer: authz, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
-		RecordedGroupsMaxAge: o.groupsMaxAge})
+		RecordedGroupsMaxAge: o.groupsMaxAge, Events: events})
 	return &controllers{
 		facts:    facts,
 		clusters: clusters,
@@ -335,16 +337,16 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		providers: providers,
 		saves: commitrequest.New(commitrequest.ControlCluster(commitrequest.Config{Kube: kube, Authorizer: authz, TTL: o.commitRequestTTL,
 			Collect: o.collect, Settle: o.settle, SaveTimeout: o.saveTimeout, Savers: mirrors.Saver,
-			RecordedGroupsMaxAge: o.groupsMaxAge}, rev, factory)),
+			RecordedGroupsMaxAge: o.groupsMaxAge, Events: events}, rev, factory)),
 		// Source clusters' CommitRequests, for KubeProviders whose
 		// spec.commitRequests serves them.
 		sources: commitrequest.NewSources(commitrequest.SourcesConfig{
 			Core: commitrequest.Config{Kube: kube, Control: factory, TTL: o.commitRequestTTL, Collect: o.collect, Settle: o.settle,
-				SaveTimeout: o.saveTimeout, Savers: mirrors.Saver},
+				SaveTimeout: o.saveTimeout, Savers: mirrors.Saver, Events: events},
 			ProviderStatus: providers, SourceConfig: clusters.Config, Facts: facts, Grace: o.grace, Resync: o.resync,
 		}),
 		claims: claims.New(claims.Config{Reverser: rev, Factory: factory, Dynamic: dyn, Authorizer: authz, Resync: o.resync,
-			Operations: operations, NamespaceLabels: mirrors.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge}),
+			Operations: operations, NamespaceLabels: mirrors.NamespaceLabels, RecordedGroupsMaxAge: o.groupsMaxAge, Events: events}),
 	}, nil
 }
 

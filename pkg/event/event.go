@@ -28,6 +28,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	reverserscheme "reverser.dev/reverser/pkg/generated/clientset/versioned/scheme"
 )
 
@@ -44,6 +45,10 @@ const (
 	// ended.
 	ReasonSaved      = "Saved"
 	ReasonSaveFailed = "SaveFailed"
+	// ReasonHeld and ReasonReleased: a claim began or ended holding its
+	// applier's schedule.
+	ReasonHeld     = "Held"
+	ReasonReleased = "Released"
 )
 
 // Recorder records Events on Reverser's objects and the built-in ones.
@@ -88,7 +93,8 @@ func (r *Recorder) Warning(obj runtime.Object, reason, format string, args ...an
 
 // Changed records, for each condition type of types, an Event when its
 // status or reason differs from before to after: Normal when it became
-// True, Warning when False, none while Unknown (nothing is known yet). Call
+// True, Warning when False, none while Unknown (nothing is known yet) or
+// while Reconciling is True (work under way, not a problem yet). Call
 // it once after is written, so that a retried write records nothing twice.
 func (r *Recorder) Changed(obj runtime.Object, before, after []metav1.Condition, types ...string) {
 	if r == nil {
@@ -102,10 +108,28 @@ func (r *Recorder) Changed(obj runtime.Object, before, after []metav1.Condition,
 		if was := meta.FindStatusCondition(before, t); was != nil && was.Status == now.Status && was.Reason == now.Reason {
 			continue
 		}
-		if now.Status == metav1.ConditionTrue {
+		switch {
+		case now.Status == metav1.ConditionTrue:
 			r.Normal(obj, now.Reason, "%s", now.Message)
-		} else {
+		case meta.IsStatusConditionTrue(after, v1.ConditionReconciling):
+			// Not ready because work is under way (kstatus InProgress):
+			// the Event comes when it ends, either way.
+		default:
 			r.Warning(obj, now.Reason, "%s", now.Message)
+		}
+	}
+}
+
+// Drain returns the Events rec holds, in order, emptying it: for tests,
+// whose FakeRecorder writes "<type> <reason> <message>" strings.
+func Drain(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
 		}
 	}
 }

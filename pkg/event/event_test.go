@@ -13,18 +13,6 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 )
 
-func drain(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
 func TestChangedRecordsTransitionsOnly(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	r := New(rec)
@@ -34,20 +22,25 @@ func TestChangedRecordsTransitionsOnly(t *testing.T) {
 	}
 
 	r.Changed(gt, nil, ready(metav1.ConditionUnknown, "Starting", "waiting"), v1.ConditionReady)
-	assert.Empty(t, drain(rec), "Unknown says nothing yet")
+	assert.Empty(t, Drain(rec), "Unknown says nothing yet")
 
 	r.Changed(gt, nil, ready(metav1.ConditionTrue, "Mirroring", "1 of 1 streams watching."), v1.ConditionReady)
-	assert.Equal(t, []string{"Normal Mirroring 1 of 1 streams watching."}, drain(rec))
+	assert.Equal(t, []string{"Normal Mirroring 1 of 1 streams watching."}, Drain(rec))
 
 	r.Changed(gt, ready(metav1.ConditionTrue, "Mirroring", "1 of 1"), ready(metav1.ConditionTrue, "Mirroring", "2 of 2"), v1.ConditionReady)
-	assert.Empty(t, drain(rec), "a new message alone is no transition")
+	assert.Empty(t, Drain(rec), "a new message alone is no transition")
 
 	r.Changed(gt, ready(metav1.ConditionTrue, "Mirroring", ""), ready(metav1.ConditionFalse, "WriteRefused", "cm a: edit by hand"),
 		v1.ConditionReady, v1.ConditionStalled)
-	assert.Equal(t, []string{"Warning WriteRefused cm a: edit by hand"}, drain(rec), "a type absent after says nothing")
+	assert.Equal(t, []string{"Warning WriteRefused cm a: edit by hand"}, Drain(rec), "a type absent after says nothing")
 
 	r.Changed(gt, ready(metav1.ConditionFalse, "GitUnreachable", "x"), ready(metav1.ConditionFalse, "SecretNotFound", "y"), v1.ConditionReady)
-	assert.Equal(t, []string{"Warning SecretNotFound y"}, drain(rec), "a new reason is a transition")
+	assert.Equal(t, []string{"Warning SecretNotFound y"}, Drain(rec), "a new reason is a transition")
+
+	starting := append(ready(metav1.ConditionFalse, "Starting", "0 of 3 streams watching."),
+		metav1.Condition{Type: v1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: "Starting"})
+	r.Changed(gt, ready(metav1.ConditionTrue, "Mirroring", ""), starting, v1.ConditionReady)
+	assert.Empty(t, Drain(rec), "not ready while work is under way is no warning")
 }
 
 func TestANilRecorderRecordsNothing(t *testing.T) {

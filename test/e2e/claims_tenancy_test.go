@@ -146,6 +146,8 @@ spec:
 	assert.Equal(t, "10m", fluxObjectIn(t, "kustomization", tn.ns, "apps", ".spec.interval"), "Flux's schedule given back")
 	assert.Equal(t, "1m", fluxObjectIn(t, "gitrepository", tn.ns, "mine", ".spec.interval"))
 	assert.Empty(t, fluxObjectIn(t, "kustomization", tn.ns, "apps", `.metadata.annotations.reverser\.dev/claimed-by`))
+	// The hold's start and end are Events on the claim (#29).
+	waitDescribed(t, 10*time.Second, "fluxclaim", tn.ns, "apps", "Normal Held", "Warning Released")
 }
 
 // TestAGitProviderCannotSendASecretItsWriterMayNotRead (#27, finding 4):

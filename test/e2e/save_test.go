@@ -93,6 +93,11 @@ func TestSaveWithAMessage(t *testing.T) {
 
 	// kubectl wait works on the outcome.
 	kubectlOK(t, alice, "", "wait", "--for=condition=Ready", "commitrequest/"+name, "-n", f.ns, "--timeout=10s")
+	// The push and the save are Events on the GitTarget, the outcome one on
+	// the request (#29).
+	described := waitDescribed(t, 10*time.Second, "gittarget", f.ns, "site", "Normal Pushed", "Normal Saved")
+	assert.Contains(t, described, "Pushed commit "+cr.Status.Commit+" to branch main")
+	waitDescribed(t, 10*time.Second, "commitrequest", f.ns, name, "Normal Committed")
 }
 
 func TestSaveOutcomes(t *testing.T) {
@@ -119,6 +124,7 @@ func TestSaveOutcomes(t *testing.T) {
 	assert.Equal(t, v1.ReasonSaveInProgress, second.Reason, second.Message)
 	assert.Equal(t, metav1.ConditionFalse, second.Status)
 	assert.Contains(t, second.Message, "try again")
+	waitDescribed(t, 10*time.Second, "gittarget", f.ns, "site", "Warning SaveFailed")
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "busy", "--from-literal=a=1")
 	_, first := f.waitOutcome("first")
 	assert.Equal(t, v1.ReasonCommitted, first.Reason, first.Message)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -109,6 +110,29 @@ func waitCondition(t *testing.T, timeout time.Duration, typ, status, reason stri
 		return false, fmt.Errorf("%s=%s %s: %s", typ, s, r, m)
 	})
 	return message
+}
+
+// waitDescribed waits until `kubectl describe` of the object lists an
+// Event of each reason ("Normal Pushed"), and returns the description.
+func waitDescribed(t *testing.T, timeout time.Duration, kind, namespace, name string, events ...string) string {
+	t.Helper()
+	var out string
+	eventually(t, timeout, fmt.Sprintf("Events %v on %s %s/%s", events, kind, namespace, name), func() (bool, error) {
+		var err error
+		out, err = kubectl(admin, "", "describe", kind, "-n", namespace, name)
+		if err != nil {
+			return false, err
+		}
+		_, listed, _ := strings.Cut(out, "\nEvents:")
+		for _, e := range events {
+			typ, reason, _ := strings.Cut(e, " ")
+			if !regexp.MustCompile(`(?m)^\s+` + typ + `\s+` + reason + `\s`).MatchString(listed) {
+				return false, fmt.Errorf("no %s Event in:\n%s", e, listed)
+			}
+		}
+		return true, nil
+	})
+	return out
 }
 
 // never polls cond for d and fails if it ever holds: the way to show that
@@ -351,6 +375,9 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 			if tc.ruleReason != "" {
 				waitCondition(t, 25*time.Second, v1.ConditionReady, "False", tc.ruleReason, "watchrule", "-n", tn.ns, "rules")
 				waitCondition(t, 25*time.Second, v1.ConditionStreamsRunning, "False", "RulesRefused", "gittarget", "-n", tn.ns, "site")
+				// The refusal is an Event where users look (#29).
+				described := waitDescribed(t, 10*time.Second, "gittarget", tn.ns, "site", "Normal Pushed", "Warning RuleRefused")
+				assert.Contains(t, described, "WatchRule rules:")
 			} else {
 				waitCondition(t, 25*time.Second, v1.ConditionReady, "False", tc.reason, "gittarget", "-n", tn.ns, "site")
 				waitCondition(t, 25*time.Second, v1.ConditionStreamsRunning, "False", "Stopped", "gittarget", "-n", tn.ns, "site")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
@@ -26,7 +27,7 @@ type Claim struct {
 	CatchUpAfter *metav1.Duration
 
 	// obj is the copy the fields above point into, for writes.
-	obj any
+	obj runtime.Object
 }
 
 // Key is the claim's key (see Key).

@@ -42,6 +42,7 @@ import (
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
 	"reverser.dev/reverser/pkg/controller/loop"
+	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	typedv1alpha1 "reverser.dev/reverser/pkg/generated/clientset/versioned/typed/reverser/v1alpha1"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
@@ -73,6 +74,9 @@ type Config struct {
 	NamespaceLabels tenancy.NamespaceLabels
 	// Operations brings the converges branch workers report.
 	Operations *Operations
+	// Events records Ready changes and the hold's start and end on the
+	// claim; nil records nothing.
+	Events *event.Recorder
 }
 
 // ConditionHeld says whether Reverser holds the applier's schedule; the
@@ -428,7 +432,25 @@ func (c *Controller) writeStatus(ctx context.Context, cl *claim, ready *metav1.C
 	if equalStatus(*cl.Status, *before) {
 		return nil
 	}
-	return ignoreConflict(cl.write(ctx, c.api, true))
+	if err := cl.write(ctx, c.api, true); err != nil {
+		return ignoreConflict(err)
+	}
+	c.recordChanges(cl, before.Conditions, held)
+	return nil
+}
+
+// recordChanges records what a written status changed: the hold's start
+// (Held) or end (Released, saying why), else a change of Ready.
+func (c *Controller) recordChanges(cl *claim, before []metav1.Condition, held bool) {
+	ready := meta.FindStatusCondition(cl.Status.Conditions, v1.ConditionReady)
+	switch was := meta.IsStatusConditionTrue(before, ConditionHeld); {
+	case held && !was:
+		c.cfg.Events.Normal(cl.obj, event.ReasonHeld, "%s", ready.Message)
+	case !held && was:
+		c.cfg.Events.Warning(cl.obj, event.ReasonReleased, "Reverser no longer holds the applier (%s): %s", ready.Reason, ready.Message)
+	default:
+		c.cfg.Events.Changed(cl.obj, before, cl.Status.Conditions, v1.ConditionReady)
+	}
 }
 
 func ignoreConflict(err error) error {

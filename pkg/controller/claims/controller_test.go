@@ -7,14 +7,18 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/tools/record"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/applier"
+	"reverser.dev/reverser/pkg/event"
+	"reverser.dev/reverser/pkg/generated/clientset/versioned/fake"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -105,4 +109,43 @@ func TestASourceIsHeldOnlyWhereTheAuthorMayPatchIt(t *testing.T) {
 
 	cl.Status.AuthorizedBy = nil
 	assert.ErrorAs(t, may(context.Background(), repos, applier.Ref{Namespace: "team", Name: "mine"}), &refused)
+}
+
+// TestAHoldsStartAndEndAreEvents (#29): `kubectl describe fluxclaim` shows
+// when Reverser began and stopped holding the Kustomization, and why Ready
+// changed, once each however often the same status is reconciled.
+func TestAHoldsStartAndEndAreEvents(t *testing.T) {
+	fc := &v1.FluxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "apps"}}
+	api := fake.NewSimpleClientset(fc).ReverserV1alpha1()
+	rec := record.NewFakeRecorder(10)
+	c := &Controller{cfg: Config{Operations: NewOperations(), Events: event.New(rec)}, api: api}
+	read := func() *claim {
+		got, err := api.FluxClaims("team").Get(t.Context(), "apps", metav1.GetOptions{})
+		require.NoError(t, err)
+		return &claim{kind: &claimKind{kind: v1.ApplierKindFluxClaim, what: "Kustomization"}, Claim: &Claim{Kind: v1.ApplierKindFluxClaim,
+			Meta: &got.ObjectMeta, Status: &got.Status, Target: applier.Ref{Namespace: "flux-system", Name: "apps"}, obj: got}}
+	}
+
+	cl := read()
+	require.NoError(t, c.writeStatus(t.Context(), cl, c.holding(cl), true))
+	assert.Equal(t, []string{
+		"Normal Held Reverser holds the schedule of Kustomization flux-system/apps: it applies when Reverser asks.",
+	}, event.Drain(rec))
+	cl = read()
+	require.NoError(t, c.writeStatus(t.Context(), cl, c.holding(cl), true))
+	assert.Empty(t, event.Drain(rec), "an unchanged status records nothing")
+
+	cl = read()
+	notNamed := &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NotNamed", Message: "No GitTarget names this claim."}
+	require.NoError(t, c.writeStatus(t.Context(), cl, notNamed, false))
+	assert.Equal(t, []string{"Warning Released Reverser no longer holds the applier (NotNamed): No GitTarget names this claim."}, event.Drain(rec))
+
+	cl = read()
+	notNamed.Message = "Still no GitTarget names this claim."
+	require.NoError(t, c.writeStatus(t.Context(), cl, notNamed, false))
+	assert.Empty(t, event.Drain(rec), "a new message, same reason: one Event per change of state")
+	cl = read()
+	forbidden := &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Forbidden", Message: "Reverser may not patch it."}
+	require.NoError(t, c.writeStatus(t.Context(), cl, forbidden, false))
+	assert.Equal(t, []string{"Warning Forbidden Reverser may not patch it."}, event.Drain(rec))
 }

@@ -41,6 +41,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/controller/loop"
+	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
@@ -145,6 +146,12 @@ type Config struct {
 	// Clock tells the time of attach timeouts, deadlines and retention, and
 	// drives the queue's delays; nil is the real clock.
 	Clock clock.WithTicker
+	// Events records each finished save on its GitTarget (Saved or
+	// SaveFailed) and, with EventsOnRequests, on the request too: a source
+	// cluster's requests live where this recorder does not write. Nil
+	// records nothing.
+	Events           *event.Recorder
+	EventsOnRequests bool
 }
 
 // ControlCluster completes cfg as the control-cluster front end: requests
@@ -153,6 +160,7 @@ type Config struct {
 // GitTarget that mirrors another cluster is NotAllowed.
 func ControlCluster(cfg Config, reverser versioned.Interface, factory informers.SharedInformerFactory) Config {
 	cfg.Requests, cfg.RequestsFactory, cfg.Control = reverser, factory, factory
+	cfg.EventsOnRequests = true
 	cfg.Owns = func(kp *v1.KubeProvider) bool { return kp.Spec.InCluster }
 	cfg.Author = func(cr *v1.CommitRequest, _ *v1.GitTarget, _ *v1.KubeProvider) (Requester, time.Duration) {
 		return Requester{User: cr.Status.Author,
@@ -648,7 +656,26 @@ func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome
 	}
 	metrics.CommitRequests.WithLabelValues(snake(o.reason)).Inc()
 	metrics.SaveSeconds.Observe(c.cfg.Clock.Since(cr.CreationTimestamp.Time).Seconds())
+	c.recordFinished(cr, updated, o)
 	return nil
+}
+
+// recordFinished records a written outcome as Events: on the request (its
+// Ready change) and on the GitTarget it named, where `kubectl describe
+// gittarget` shows every save beside the pushes.
+func (c *Controller) recordFinished(before, after *v1.CommitRequest, o outcome) {
+	if c.cfg.EventsOnRequests {
+		c.cfg.Events.Changed(after, before.Status.Conditions, after.Status.Conditions, v1.ConditionReady)
+	}
+	gt, err := c.targets.GitTargets(targetNamespace(before)).Get(before.Spec.GitTargetRef.Name)
+	if err != nil {
+		return // no GitTarget to record on (GitTargetNotFound)
+	}
+	if o.ok {
+		c.cfg.Events.Normal(gt, event.ReasonSaved, "CommitRequest %s/%s: %s", before.Namespace, before.Name, o.message)
+	} else {
+		c.cfg.Events.Warning(gt, event.ReasonSaveFailed, "CommitRequest %s/%s: %s: %s", before.Namespace, before.Name, o.reason, o.message)
+	}
 }
 
 // retain stamps a finished request with its deletion time and deletes it

@@ -2,11 +2,19 @@ package commitrequest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/event"
+	"reverser.dev/reverser/pkg/generated/clientset/versioned/fake"
+	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/worker"
 )
 
@@ -76,4 +84,38 @@ func TestControlClusterFrontEnd(t *testing.T) {
 	assert.Contains(t, cfg.Foreign(ignoring, "team/site"), "set the provider's spec.commitRequests")
 	serving := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "far"}, Spec: v1.KubeProviderSpec{CommitRequests: v1.CommitRequestsReconcile}}
 	assert.Contains(t, cfg.Foreign(serving, "team/site"), `save on that cluster, with a CommitRequest whose spec.gitTargetRef names namespace "team"`)
+}
+
+// TestAFinishedSaveIsAnEventOnItsGitTarget (#29): `kubectl describe
+// gittarget` shows each save's outcome beside the pushes, and the request
+// shows its own; a source cluster's request, which lives where the
+// recorder does not write, gets none.
+func TestAFinishedSaveIsAnEventOnItsGitTarget(t *testing.T) {
+	gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site"}, Spec: v1.GitTargetSpec{Branch: "main"}}
+	targets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, targets.Add(gt))
+	saved := &v1.CommitRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "save-1"}, Spec: v1.CommitRequestSpec{
+		GitTargetRef: v1.ObjectReference{Name: "site"}}}
+	refused := saved.DeepCopy()
+	refused.Name = "save-2"
+	rec := record.NewFakeRecorder(10)
+	c := &Controller{cfg: ControlCluster(Config{Events: event.New(rec), Clock: clocktesting.NewFakeClock(time.Now())},
+		fake.NewSimpleClientset(saved, refused), nil), targets: listers.NewGitTargetLister(targets)}
+
+	require.NoError(t, c.finish(t.Context(), saved, fromResult(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "0123abcdef"}, gt)))
+	require.NoError(t, c.finish(t.Context(), refused, outcome{reason: v1.ReasonNotAllowed, message: "user \"eve\" may no longer save GitTarget team/site"}))
+	assert.Equal(t, []string{
+		"Normal Committed Saved as 0123abc on branch main.",
+		"Normal Saved CommitRequest team/save-1: Saved as 0123abc on branch main.",
+		"Warning NotAllowed user \"eve\" may no longer save GitTarget team/site",
+		"Warning SaveFailed CommitRequest team/save-2: NotAllowed: user \"eve\" may no longer save GitTarget team/site",
+	}, event.Drain(rec))
+
+	c.cfg.EventsOnRequests = false
+	again := saved.DeepCopy()
+	again.Name = "save-3"
+	_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests("team").Create(t.Context(), again, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.finish(t.Context(), again, outcome{reason: v1.ReasonNoWindow, ok: true, message: "No window to save."}))
+	assert.Equal(t, []string{"Normal Saved CommitRequest team/save-3: No window to save."}, event.Drain(rec))
 }

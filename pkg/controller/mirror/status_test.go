@@ -61,22 +61,10 @@ func TestAReportWritesTheStatusWithoutAReconcile(t *testing.T) {
 			"then the cluster's state",
 		"Normal Pushed Pushed commit 0123abc to branch main",
 		"Warning NoRules No WatchRule or ClusterWatchRule selects anything for this GitTarget.",
-	}, drain(events), "the replay, the push and the change of Ready, once each")
+	}, event.Drain(events), "the replay, the push and the change of Ready, once each")
 	require.NoError(t, targets.Update(written)) // the informer catches up
 	require.NoError(t, c.refreshStatus(t.Context(), key))
-	assert.Empty(t, drain(events), "a status written again records nothing again")
-}
-
-func drain(rec *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	assert.Empty(t, event.Drain(events), "a status written again records nothing again")
 }
 
 // TestALastingProblemStalls (#29): a precondition that only a person can
@@ -137,7 +125,7 @@ func TestARuleOfAMissingGitTargetSaysSo(t *testing.T) {
 		rules: listers.NewWatchRuleLister(index(orphan, other)), clusterRules: listers.NewClusterWatchRuleLister(index(cluster))}
 	require.NoError(t, c.reconcile(t.Context(), "team/gone"))
 	gone := "Warning GitTargetNotFound GitTarget team/gone does not exist: create it or fix spec.gitTargetRef"
-	assert.Equal(t, []string{gone, gone}, drain(events), "an Event on each rule of the missing GitTarget")
+	assert.Equal(t, []string{gone, gone}, event.Drain(events), "an Event on each rule of the missing GitTarget")
 	require.NoError(t, c.reconcile(t.Context(), "team/gone"))
 
 	wr, err := client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "orphan", metav1.GetOptions{})
