@@ -1,10 +1,15 @@
 // Command kubectl-reverser is the kubectl plugin of Reverser:
 //
-//	kubectl reverser save <gittarget> -m "message" [--next] [--empty] [--timeout 2m]
+//	kubectl reverser save <gittarget> -m "message" [--next] [--empty] [--catch-up] [--wait-applied] [--timeout 2m]
 //	kubectl reverser status [gittarget]
+//	kubectl reverser get [-A]
+//	kubectl reverser suspend|resume|reconcile <gittarget> [--no-wait]
+//	kubectl reverser completion bash|zsh|fish|powershell
 //
 // save creates a CommitRequest and waits for its outcome; status summarises
-// GitTargets, their last commits and recent saves.
+// GitTargets, their last commits and recent saves; get lists every Reverser
+// object with its Ready condition; suspend, resume and reconcile patch a
+// GitTarget and wait for the controller's answer.
 package main
 
 import (
@@ -63,78 +68,144 @@ func main() {
 	root.PersistentFlags().StringVar(&g.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file")
 	root.PersistentFlags().StringVarP(&g.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CommitRequest (and, by default, of the GitTarget)")
 	root.PersistentFlags().StringVar(&g.overrides.CurrentContext, "context", "", "kubeconfig context to use")
-	root.AddCommand(saveCommand(g), statusCommand(g))
+	root.AddCommand(saveCommand(g), statusCommand(g), getCommand(g))
+	for _, ctl := range controls {
+		root.AddCommand(controlCommand(g, ctl))
+	}
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		code := 1
+		if e := (*exitError)(nil); errors.As(err, &e) {
+			code = e.code
+		}
+		os.Exit(code)
 	}
 }
 
+// saveOptions are save's flags.
+type saveOptions struct {
+	message, targetNS, catchUp string
+	next, empty, waitApplied   bool
+	timeout                    time.Duration
+}
+
+// Exit codes of save, so that scripts tell a refused save from a saved one
+// its applier failed to apply.
+const (
+	exitNotSaved   = 1
+	exitNotApplied = 2
+)
+
+// exitError ends the command with code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
 func saveCommand(g *globals) *cobra.Command {
-	var message, targetNS string
-	var next, empty bool
-	var timeout time.Duration
+	o := &saveOptions{}
 	cmd := &cobra.Command{
 		Use:   "save <gittarget> -m <message>",
 		Short: "Commit your open changes on a GitTarget with a message, authored by you",
 		Long: "save creates a CommitRequest for the GitTarget and waits until it is Committed, or says why not.\n" +
+			"With --wait-applied it waits, too, until the GitTarget's applier applied the commit (Applied).\n" +
+			"Exit codes: 1 not saved (or no outcome before --timeout), 2 saved but not applied.\n" +
 			"On the control cluster it needs verb \"save\" on the GitTarget (resource gittargets, group reverser.dev).\n" +
 			"On a source cluster (the CRD of artifacts/source, or a kcp workspace bound to the APIExport) it needs create on\n" +
 			"commitrequests there, a GitTarget grant of the namespace (sourceNamespaces), and --target-namespace: the\n" +
 			"GitTarget's namespace on the control cluster.",
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeGitTargets,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(message) == "" {
+			if strings.TrimSpace(o.message) == "" {
 				return errors.New("a message is required: -m \"what and why\"")
+			}
+			switch v1.CatchUpMode(o.catchUp) {
+			case "", v1.CatchUpAsDefinedOnClaim, v1.CatchUpAfterPush:
+			default:
+				return fmt.Errorf("--catch-up %q: want %s or %s", o.catchUp, v1.CatchUpAsDefinedOnClaim, v1.CatchUpAfterPush)
 			}
 			c, ns, err := g.client()
 			if err != nil {
 				return err
 			}
-			if targetNS == "" {
-				targetNS = ns
-			}
-			cr := &v1.CommitRequest{
-				ObjectMeta: metav1.ObjectMeta{GenerateName: args[0] + "-save-", Namespace: ns},
-				Spec: v1.CommitRequestSpec{
-					GitTargetRef: v1.ObjectReference{Name: args[0], Namespace: targetNS},
-					Message:      message,
-				},
-			}
-			if next {
-				cr.Spec.Attach = v1.AttachNext
-			}
-			if empty {
-				cr.Spec.WhenNothingToCommit = v1.NothingToCommitCommitEmpty
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 			defer cancel()
-			created, err := c.ReverserV1alpha1().CommitRequests(ns).Create(ctx, cr, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("creating the CommitRequest: %w", err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "commitrequest %s/%s created, waiting for the save...\n", ns, created.Name)
-			done, err := waitReady(ctx, c, created)
-			if err != nil {
-				return fmt.Errorf("commitrequest %s/%s: %w (it goes on in the background: kubectl get commitrequest -n %s %s)",
-					ns, created.Name, err, ns, created.Name)
-			}
-			return report(cmd.OutOrStdout(), done)
+			return o.run(ctx, cmd.OutOrStdout(), c, ns, args[0])
 		},
 	}
-	cmd.Flags().StringVarP(&message, "message", "m", "", "the commit message (required)")
-	cmd.Flags().StringVar(&targetNS, "target-namespace", "", "namespace of the GitTarget, when it is not the request's (on a source cluster: its control-cluster namespace)")
-	cmd.Flags().BoolVar(&next, "next", false, "save your next window instead of the open one")
-	cmd.Flags().BoolVar(&empty, "empty", false, "commit an empty commit with the message when nothing changed")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the outcome")
+	cmd.Flags().StringVarP(&o.message, "message", "m", "", "the commit message (required)")
+	cmd.Flags().StringVar(&o.targetNS, "target-namespace", "", "namespace of the GitTarget, when it is not the request's (on a source cluster: its control-cluster namespace)")
+	cmd.Flags().BoolVar(&o.next, "next", false, "save your next window instead of the open one")
+	cmd.Flags().BoolVar(&o.empty, "empty", false, "commit an empty commit with the message when nothing changed")
+	cmd.Flags().StringVar(&o.catchUp, "catch-up", "", "AfterPush: ask the applier to apply right after the push; AsDefinedOnClaim (the default): the claim's catchUpAfter")
+	cmd.Flags().BoolVar(&o.waitApplied, "wait-applied", false, "wait, after Committed, until the applier applied the commit (exit code 2 when it did not)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the outcome")
 	return cmd
 }
 
-// waitReady watches the request until its Ready condition is decided.
-func waitReady(ctx context.Context, c versioned.Interface, cr *v1.CommitRequest) (*v1.CommitRequest, error) {
-	decided := func(cr *v1.CommitRequest) bool {
-		r := meta.FindStatusCondition(cr.Status.Conditions, v1.ConditionReady)
+func (o *saveOptions) run(ctx context.Context, out io.Writer, c versioned.Interface, ns, target string) error {
+	if o.targetNS == "" {
+		o.targetNS = ns
+	}
+	cr := &v1.CommitRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: target + "-save-", Namespace: ns},
+		Spec: v1.CommitRequestSpec{
+			GitTargetRef: v1.ObjectReference{Name: target, Namespace: o.targetNS},
+			Message:      o.message,
+			CatchUp:      v1.CatchUpMode(o.catchUp),
+		},
+	}
+	if o.next {
+		cr.Spec.Attach = v1.AttachNext
+	}
+	if o.empty {
+		cr.Spec.WhenNothingToCommit = v1.NothingToCommitCommitEmpty
+	}
+	created, err := c.ReverserV1alpha1().CommitRequests(ns).Create(ctx, cr, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating the CommitRequest: %w", err)
+	}
+	fmt.Fprintf(out, "commitrequest %s/%s created, waiting for the save...\n", ns, created.Name)
+	background := fmt.Sprintf("it goes on in the background: kubectl get commitrequest -n %s %s", ns, created.Name)
+	done, err := waitFor(ctx, c, created, decided(v1.ConditionReady))
+	if err != nil {
+		return &exitError{exitNotSaved, fmt.Errorf("commitrequest %s/%s: %w (%s)", ns, created.Name, err, background)}
+	}
+	if err := report(out, done); err != nil {
+		return &exitError{exitNotSaved, err}
+	}
+	if !o.waitApplied {
+		return nil
+	}
+	fmt.Fprintln(out, "waiting for the applier...")
+	done, err = waitFor(ctx, c, done, decided(v1.ConditionApplied))
+	if err != nil {
+		return &exitError{exitNotApplied, fmt.Errorf("commitrequest %s/%s saved, not known to be applied: %w (%s)", ns, created.Name, err, background)}
+	}
+	a := meta.FindStatusCondition(done.Status.Conditions, v1.ConditionApplied)
+	fmt.Fprintf(out, "Applied %s: %s\n", a.Reason, a.Message)
+	if a.Status != metav1.ConditionTrue {
+		return &exitError{exitNotApplied, fmt.Errorf("saved, not applied: %s", a.Reason)}
+	}
+	return nil
+}
+
+// decided says whether the request's condition typ is True or False.
+func decided(typ string) func(*v1.CommitRequest) bool {
+	return func(cr *v1.CommitRequest) bool {
+		r := meta.FindStatusCondition(cr.Status.Conditions, typ)
 		return r != nil && r.Status != metav1.ConditionUnknown
+	}
+}
+
+// waitFor watches the request until done says it is.
+func waitFor(ctx context.Context, c versioned.Interface, cr *v1.CommitRequest, done func(*v1.CommitRequest) bool) (*v1.CommitRequest, error) {
+	if done(cr) {
+		return cr, nil
 	}
 	w, err := c.ReverserV1alpha1().CommitRequests(cr.Namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", cr.Name).String(), ResourceVersion: cr.ResourceVersion,
@@ -153,15 +224,12 @@ func waitReady(ctx context.Context, c versioned.Interface, cr *v1.CommitRequest)
 				if err != nil {
 					return nil, err
 				}
-				if decided(latest) {
-					return latest, nil
-				}
-				return waitReady(ctx, c, latest)
+				return waitFor(ctx, c, latest, done)
 			}
 			if ev.Type == watch.Deleted {
 				return nil, errors.New("deleted before its outcome")
 			}
-			if got, ok := ev.Object.(*v1.CommitRequest); ok && decided(got) {
+			if got, ok := ev.Object.(*v1.CommitRequest); ok && done(got) {
 				return got, nil
 			}
 		}

@@ -551,3 +551,48 @@ func TestCommittedDocumentsAreHeldAsHashes(t *testing.T) {
 	assert.Equal(t, "c: 2", c.remoteShow("clusters/dev/demo/configmaps/c.yaml"))
 	assert.Equal(t, 0, c.heldBytes(site))
 }
+
+// TestASuspendCommitsWhatItHoldsThenLetsGo (#29): suspending a GitTarget
+// commits its open window at once, however young, pushes it, and only then
+// does the target leave; a resume before that cancels it.
+func TestASuspendCommitsWhatItHoldsThenLetsGo(t *testing.T) {
+	url, bare := serveRepo(t)
+	tg := site
+	tg.Window = Window{Silence: time.Hour, MaxAge: 2 * time.Hour}
+	c := startClocked(t, url, tg)
+	c.bare = bare
+	c.change(tg, "a", "a: 1")
+	assert.Equal(t, 0, c.commitCount(), "the window is an hour from closing")
+
+	var ended []Suspension
+	c.w.Suspend(c.ctx, tg.Key, func(s Suspension) { ended = append(ended, s) })
+	c.settle()
+	assert.Equal(t, 1, c.commitCount(), "the suspend closed the window")
+	assert.Equal(t, []string{"clusters/dev/demo/configmaps/a.yaml"}, c.remoteFiles(), "and pushed it")
+	assert.Equal(t, []Suspension{SuspensionDone}, ended)
+	c.change(tg, "b", "b: 1")
+	c.step(3 * time.Hour)
+	assert.Equal(t, 1, c.commitCount(), "a suspended target takes nothing more")
+
+	// Resumed while the push of what it committed is failing: the
+	// suspension is cancelled, and that commit is pushed as any other.
+	c.w.SetTarget(c.ctx, tg)
+	c.change(tg, "b", "b: 1")
+	require.NoError(t, os.Rename(bare, bare+".away"))
+	ended = nil
+	c.w.Suspend(c.ctx, tg.Key, func(s Suspension) { ended = append(ended, s) })
+	c.settle()
+	assert.Empty(t, ended, "not done while the commit is not pushed")
+	c.w.SetTarget(c.ctx, tg)
+	c.settle()
+	assert.Equal(t, []Suspension{SuspensionCancelled}, ended)
+	require.NoError(t, os.Rename(bare+".away", bare))
+	c.step(time.Minute) // past the push backoff
+	assert.Equal(t, 2, c.commitCount())
+	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml"}, c.remoteFiles())
+
+	c.w.Suspend(c.ctx, tg.Key, func(s Suspension) { ended = append(ended, s) })
+	c.w.RemoveTarget(c.ctx, tg.Key)
+	c.settle()
+	assert.Equal(t, []Suspension{SuspensionCancelled, SuspensionDropped}, ended, "a target removed first drops it")
+}

@@ -205,6 +205,9 @@ type target struct {
 	// adopted says it did, and nothing is deferred any more.
 	deferred map[string]pendingChange
 	adopted  bool
+	// suspended, while set, is the GitTarget's suspension under way: its
+	// windows close now and the target leaves once all is pushed (Suspend).
+	suspended func(Suspension)
 }
 
 // pendingChange is a change waiting to join its author's window. Once its
@@ -320,6 +323,10 @@ func (w *Worker) SetTarget(_ context.Context, t Target) {
 			w.targets[t.Key] = cur
 		}
 		cur.cfg = t
+		if cur.suspended != nil {
+			cur.suspended(SuspensionCancelled) // resumed before it was done: mirror on
+			cur.suspended = nil
+		}
 		cur.planner.Namespace = t.Namespace
 		cur.unappliedAt = "" // judged again under the new namespace, scopes and kinds
 		w.setClaim(cur, t.Claim)
@@ -375,8 +382,66 @@ func (w *Worker) RemoveTarget(_ context.Context, key string) {
 	})
 }
 
+// Suspension is how a Suspend ended.
+type Suspension string
+
+const (
+	// SuspensionDone: every change received was committed and pushed, and
+	// the target left the worker.
+	SuspensionDone Suspension = "Done"
+	// SuspensionCancelled: SetTarget resumed the target first; it mirrors
+	// on, its windows intact.
+	SuspensionCancelled Suspension = "Cancelled"
+	// SuspensionDropped: the target was removed, or the worker closed,
+	// first; what was not pushed is lost with it.
+	SuspensionDropped Suspension = "Dropped"
+)
+
+// Suspend ends a target once what it received is in Git: its open windows
+// close now (with their saves), changes still waiting for their authors
+// join theirs as those are known, and once every commit is pushed the
+// target leaves as RemoveTarget would. The caller stops its streams first.
+// done hears, once, from the worker's goroutine, how it ended; it must not
+// block. It never blocks.
+func (w *Worker) Suspend(_ context.Context, key string, done func(Suspension)) {
+	w.post(func() {
+		t, ok := w.targets[key]
+		if !ok {
+			done(SuspensionDone)
+			return
+		}
+		if t.suspended != nil {
+			t.suspended(SuspensionCancelled) // a second Suspend replaces the first
+		}
+		t.suspended = done
+	})
+}
+
+// endSuspended removes the suspended targets that are done: nothing waits
+// to join a window, no window is open and every commit is pushed.
+func (w *Worker) endSuspended() {
+	if w.head != w.pushed {
+		return
+	}
+	for _, key := range w.sortedTargets() {
+		t := w.targets[key]
+		if t.suspended == nil || len(t.pending) > 0 || len(t.windows) > 0 {
+			continue
+		}
+		done := t.suspended
+		t.suspended = nil
+		w.forget(t)
+		delete(w.targets, key)
+		done(SuspensionDone)
+	}
+}
+
 // forget ends what waits on a target that stops being mirrored here.
 func (w *Worker) forget(t *target) {
+	if t.suspended != nil {
+		t.suspended(SuspensionDropped)
+		t.suspended = nil
+	}
 	for _, s := range t.saves {
 		w.endSave(s, SaveResult{Outcome: SaveTargetGone, Message: "the GitTarget stopped being mirrored here"})
 	}
@@ -558,10 +623,12 @@ func (w *Worker) step(ctx context.Context) {
 			reason := ""
 			switch {
 			case win.save != nil:
-				if now.Before(win.closeAt) && !t.settled(win.save, now) {
+				if now.Before(win.closeAt) && !t.settled(win.save, now) && t.suspended == nil {
 					continue
 				}
 				reason = "save"
+			case t.suspended != nil:
+				reason = "suspend"
 			case win.snapshot:
 				reason = "snapshot"
 			case now.Sub(win.last) >= t.cfg.Window.Silence:
@@ -587,6 +654,7 @@ func (w *Worker) step(ctx context.Context) {
 	if w.head != w.pushed && !now.Before(w.out.retryAt) {
 		w.push(ctx)
 	}
+	w.endSuspended()
 }
 
 func (w *Worker) nextWake() time.Duration {

@@ -140,6 +140,14 @@ func TestALiveEditSurvivesFluxAndASaveAppliesIt(t *testing.T) {
 		_, op, _ := claimState(t, c.ns, "apps")
 		return op != nil && op.Reason == v1.ConvergeCatchUp && op.FinishedAt != nil, nil
 	})
+
+	// The same from the plugin, which waits for the apply (#29).
+	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"yellow"}}`)
+	out, err := plugin(alice, "save", "site", "-n", c.ns, "-m", "Yellow", "--catch-up", "AfterPush", "--wait-applied")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "Committed: Saved as")
+	assert.Contains(t, out, "Applied Applied:")
+	assert.Equal(t, "yellow", c.color("app"))
 	c.noFluxCommits()
 }
 

@@ -137,6 +137,12 @@ func TestSaveForAMissingGitTarget(t *testing.T) {
 	assert.Equal(t, v1.ReasonGitTargetNotFound, c.Reason)
 	assert.Equal(t, metav1.ConditionFalse, c.Status)
 	assert.Contains(t, c.Message, "ghost")
+	// The plugin's exit code says it was not saved (#29).
+	out, err := plugin(alice, "save", "ghost", "-n", f.ns, "-m", "Nowhere", "--timeout", "2s")
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, out)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Contains(t, out, "no outcome before --timeout")
 
 	// A request made just before its GitTarget exists is served.
 	f.createRequest(alice, "early", "  gitTargetRef: {name: late}\n  message: Early bird\n  whenNothingToCommit: CommitEmpty\n"+

@@ -85,6 +85,12 @@ type GitTargetSpec struct {
 	// refused by name.
 	// +optional
 	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// suspend pauses the mirror: its watch streams stop, the changes already
+	// received are committed and pushed, and nothing more is written until
+	// it is false again. Resuming compares the cluster with Git afresh and
+	// commits only what differs. Saves wait or end NoWindow meanwhile.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // CommitSpec configures commits of a GitTarget.
@@ -178,6 +184,11 @@ type GitTargetStatus struct {
 	// lastPush is the newest push that carried this target's commits.
 	// +optional
 	LastPush *CommitRef `json:"lastPush,omitempty"`
+	// lastHandledReconcileAt is the value of the
+	// reverser.dev/reconcile-requested-at annotation the controller last
+	// answered.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // StreamCounts counts watch streams.

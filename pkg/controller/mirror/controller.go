@@ -161,6 +161,9 @@ type Controller struct {
 	// (statusQueue), without a reconcile.
 	observations map[string]*observed
 	statusQueue  workqueue.TypedRateLimitingInterface[string]
+	// suspensions are the suspended GitTargets whose worker still holds
+	// what they received, by GitTarget (suspend.go).
+	suspensions map[string]*suspension
 }
 
 type mirrorState struct {
@@ -218,7 +221,7 @@ func New(cfg Config) *Controller {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittargets"}),
 		mirrors: map[string]*mirrorState{},
 		reports: map[string]*report{}, pushable: map[string]string{},
-		observations: map[string]*observed{},
+		observations: map[string]*observed{}, suspensions: map[string]*suspension{},
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittarget_status"}),
 	}
@@ -448,6 +451,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	gt, err := c.targets.GitTargets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.teardown(key)
+		c.resumed(key) // a deleted GitTarget's suspension ends with it
 		c.mu.Lock()
 		delete(c.reports, key)
 		delete(c.observations, key)
@@ -525,6 +529,11 @@ type observed struct {
 	// refused are the rules that feed nothing because they are not lent,
 	// authorised or accepted, each with why.
 	refused []string
+	// suspended: spec.suspend; ending while the worker still commits and
+	// pushes what the target received.
+	suspended, ending bool
+	// handled is the reconcile-requested-at annotation this reconcile saw.
+	handled string
 }
 
 // fail records p where the status reports it.
@@ -542,13 +551,20 @@ func (st *observed) fail(p *problem) {
 // ensure makes the running streams and worker match the GitTarget. A lost
 // precondition tears the mirror down; a transient failure leaves it running.
 func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed) {
+	st.handled = gt.Annotations[v1.ReconcileRequestedAtAnnotation]
+	key := gt.Namespace + "/" + gt.Name
+	if gt.Spec.Suspend {
+		st.suspended, st.ending = true, c.suspend(key)
+		return
+	}
 	p := c.ensureMirror(ctx, gt, st)
+	c.resumed(key)
 	if p == nil {
 		return
 	}
 	st.fail(p)
 	if !p.transient {
-		c.teardown(gt.Namespace + "/" + gt.Name)
+		c.teardown(key)
 		st.streams = nil
 	}
 }

@@ -128,6 +128,9 @@ func gitReachable(st *observed, r reported) (metav1.Condition, *worker.LocalErro
 func streamsRunning(st *observed, h streamHealth, msg string) metav1.Condition {
 	stopped := firstProblem(st.config, st.source, st.git)
 	switch {
+	case st.suspended:
+		return condition(v1.ConditionStreamsRunning, false, v1.ReasonSuspended,
+			"spec.suspend is true: nothing is mirrored until it is false again (kubectl reverser resume)")
 	case len(h.forbidden) > 0:
 		return condition(v1.ConditionStreamsRunning, false, "Forbidden", strings.Join(h.forbidden, "; ")+
 			": for Secrets, bind ClusterRole reverser-controller-secrets to it in that namespace; for another kind, add a ClusterRole "+
@@ -195,6 +198,9 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	r := c.reported(key)
 	status := gt.Status.DeepCopy()
 	status.ObservedGeneration = gt.Generation
+	if st.handled != "" {
+		status.LastHandledReconcileAt = st.handled
+	}
 	if r.lastCommit != nil {
 		status.LastCommit = r.lastCommit
 	}
@@ -217,9 +223,13 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 	}
 	meta.SetStatusCondition(&status.Conditions, streamsRunning(st, h, msg))
 	readiness(gt, st, r, localErr, status, msg)
-	if starting {
+	switch {
+	case st.ending:
+		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReconciling, true, v1.ReasonSuspending,
+			"Committing and pushing the changes received before spec.suspend; then nothing more."))
+	case starting:
 		meta.SetStatusCondition(&status.Conditions, condition(v1.ConditionReconciling, true, "Starting", msg))
-	} else {
+	default:
 		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionReconciling)
 	}
 

@@ -154,3 +154,45 @@ func TestARuleOfAMissingGitTargetSaysSo(t *testing.T) {
 	s = ruleStatus(s, 1, resolve.Result{GVRs: nil, Unresolved: nil}, nil)
 	assert.Nil(t, meta.FindStatusCondition(s.Conditions, v1.ConditionStalled))
 }
+
+// TestASuspendedGitTargetSaysSo (#29): spec.suspend is Ready=False
+// Suspended, not Stalled (it was asked for), Reconciling while its worker
+// still pushes what it received; the reconcile-requested-at annotation is
+// echoed once answered.
+func TestASuspendedGitTargetSaysSo(t *testing.T) {
+	gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site", Generation: 2,
+		Annotations: map[string]string{v1.ReconcileRequestedAtAnnotation: "2026-12-04T15:00:00Z"}},
+		Spec: v1.GitTargetSpec{Branch: "main", Suspend: true}}
+	client := fake.NewSimpleClientset(gt)
+	targets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, targets.Add(gt))
+	events := record.NewFakeRecorder(10)
+	c := &Controller{cfg: Config{Reverser: client, Events: event.New(events)}, targets: listers.NewGitTargetLister(targets),
+		mirrors: map[string]*mirrorState{}, reports: map[string]*report{}, observations: map[string]*observed{},
+		suspensions: map[string]*suspension{"team/site": {workerKey: "w"}}, workers: newWorkers(t.TempDir(), nil, nil)}
+	written := func() *v1.GitTarget {
+		got, err := client.ReverserV1alpha1().GitTargets("team").Get(t.Context(), "site", metav1.GetOptions{})
+		require.NoError(t, err)
+		return got
+	}
+
+	require.NoError(t, c.reconcile(t.Context(), "team/site"))
+	got := written()
+	assert.Equal(t, "2026-12-04T15:00:00Z", got.Status.LastHandledReconcileAt)
+	assert.Equal(t, v1.ReasonSuspending, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReconciling).Reason,
+		"its worker has not said it is done")
+	suspended := "Normal Suspended spec.suspend is true: nothing is mirrored until it is false again (kubectl reverser resume)"
+	assert.Equal(t, []string{suspended}, event.Drain(events), "asked for: no warning")
+
+	c.suspensions["team/site"].ended = "Done"
+	require.NoError(t, targets.Update(got))
+	require.NoError(t, c.reconcile(t.Context(), "team/site"))
+	got = written()
+	assert.Nil(t, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReconciling))
+	assert.Nil(t, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionStalled), "asked for: not Stalled")
+	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, v1.ReasonSuspended, ready.Reason)
+	assert.Empty(t, c.suspensions, "the worker reference is given back")
+	assert.Empty(t, event.Drain(events), "once")
+}

@@ -4413,6 +4413,13 @@ func schema_pkg_apis_reverser_v1alpha1_GitTargetSpec(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"suspend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "suspend pauses the mirror: its watch streams stop, the changes already received are committed and pushed, and nothing more is written until it is false again. Resuming compares the cluster with Git afresh and commits only what differs. Saves wait or end NoWindow meanwhile.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"kubeProviderRef", "gitProviderRef", "branch"},
 			},
@@ -4476,6 +4483,13 @@ func schema_pkg_apis_reverser_v1alpha1_GitTargetStatus(ref common.ReferenceCallb
 						SchemaProps: spec.SchemaProps{
 							Description: "lastPush is the newest push that carried this target's commits.",
 							Ref:         ref(v1alpha1.CommitRef{}.OpenAPIModelName()),
+						},
+					},
+					"lastHandledReconcileAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "lastHandledReconcileAt is the value of the reverser.dev/reconcile-requested-at annotation the controller last answered.",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 				},

@@ -25,6 +25,11 @@ const (
 	OriginalAutomatedSyncAnnotation = "reverser.dev/original-automated-sync"
 	// DeleteAfterAnnotation says when a finished CommitRequest is deleted.
 	DeleteAfterAnnotation = "reverser.dev/delete-after"
+	// ReconcileRequestedAtAnnotation, set by a user or `kubectl reverser
+	// reconcile` to any new value (a time, by Flux's requestedAt
+	// convention), asks the controller to reconcile a GitTarget at once;
+	// status.lastHandledReconcileAt echoes the value answered.
+	ReconcileRequestedAtAnnotation = "reverser.dev/reconcile-requested-at"
 )
 
 // The applier objects claims hand to Reverser, and the Flux sources they

@@ -53,6 +53,11 @@ type GitTargetSpecApplyConfiguration struct {
 	// with none known, a document without a namespace is never copied but
 	// refused by name.
 	TargetNamespace *string `json:"targetNamespace,omitempty"`
+	// suspend pauses the mirror: its watch streams stop, the changes already
+	// received are committed and pushed, and nothing more is written until
+	// it is false again. Resuming compares the cluster with Git afresh and
+	// commits only what differs. Saves wait or end NoWindow meanwhile.
+	Suspend *bool `json:"suspend,omitempty"`
 }
 
 // GitTargetSpecApplyConfiguration constructs a declarative configuration of the GitTargetSpec type for use with
@@ -153,5 +158,13 @@ func (b *GitTargetSpecApplyConfiguration) WithEncryption(value *EncryptionSpecAp
 // If called multiple times, the TargetNamespace field is set to the value of the last call.
 func (b *GitTargetSpecApplyConfiguration) WithTargetNamespace(value string) *GitTargetSpecApplyConfiguration {
 	b.TargetNamespace = &value
+	return b
+}
+
+// WithSuspend sets the Suspend field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Suspend field is set to the value of the last call.
+func (b *GitTargetSpecApplyConfiguration) WithSuspend(value bool) *GitTargetSpecApplyConfiguration {
+	b.Suspend = &value
 	return b
 }

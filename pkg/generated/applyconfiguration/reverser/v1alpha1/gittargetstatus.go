@@ -26,6 +26,10 @@ type GitTargetStatusApplyConfiguration struct {
 	LastCommit *CommitRefApplyConfiguration `json:"lastCommit,omitempty"`
 	// lastPush is the newest push that carried this target's commits.
 	LastPush *CommitRefApplyConfiguration `json:"lastPush,omitempty"`
+	// lastHandledReconcileAt is the value of the
+	// reverser.dev/reconcile-requested-at annotation the controller last
+	// answered.
+	LastHandledReconcileAt *string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // GitTargetStatusApplyConfiguration constructs a declarative configuration of the GitTargetStatus type for use with
@@ -76,5 +80,13 @@ func (b *GitTargetStatusApplyConfiguration) WithLastCommit(value *CommitRefApply
 // If called multiple times, the LastPush field is set to the value of the last call.
 func (b *GitTargetStatusApplyConfiguration) WithLastPush(value *CommitRefApplyConfiguration) *GitTargetStatusApplyConfiguration {
 	b.LastPush = value
+	return b
+}
+
+// WithLastHandledReconcileAt sets the LastHandledReconcileAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastHandledReconcileAt field is set to the value of the last call.
+func (b *GitTargetStatusApplyConfiguration) WithLastHandledReconcileAt(value string) *GitTargetStatusApplyConfiguration {
+	b.LastHandledReconcileAt = &value
 	return b
 }
