@@ -50,7 +50,7 @@ var controls = []control{
 			return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1.ReconcileRequestedAtAnnotation, now)
 		},
 		answered: func(gt *v1.GitTarget, now string) bool { return gt.Status.LastHandledReconcileAt == now },
-		done: "reconciled"},
+		done:     "reconciled"},
 }
 
 func observed(gt *v1.GitTarget) bool { return gt.Status.ObservedGeneration == gt.Generation }

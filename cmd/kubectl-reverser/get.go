@@ -74,11 +74,15 @@ func listAll(ctx context.Context, c versioned.Interface, ns string) (rows []row,
 	}
 	kps, err := api.KubeProviders().List(ctx, opts)
 	add("KubeProvider", err, func() []row {
-		return rowsOf(kps.Items, func(o v1.KubeProvider) row { return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions) })
+		return rowsOf(kps.Items, func(o v1.KubeProvider) row {
+			return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions)
+		})
 	})
 	gps, err := api.GitProviders(ns).List(ctx, opts)
 	add("GitProvider", err, func() []row {
-		return rowsOf(gps.Items, func(o v1.GitProvider) row { return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions) })
+		return rowsOf(gps.Items, func(o v1.GitProvider) row {
+			return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions)
+		})
 	})
 	gts, err := api.GitTargets(ns).List(ctx, opts)
 	add("GitTarget", err, func() []row {
@@ -94,7 +98,9 @@ func listAll(ctx context.Context, c versioned.Interface, ns string) (rows []row,
 	})
 	cwrs, err := api.ClusterWatchRules().List(ctx, opts)
 	add("ClusterWatchRule", err, func() []row {
-		return rowsOf(cwrs.Items, func(o v1.ClusterWatchRule) row { return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions) })
+		return rowsOf(cwrs.Items, func(o v1.ClusterWatchRule) row {
+			return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions)
+		})
 	})
 	fcs, err := api.FluxClaims(ns).List(ctx, opts)
 	add("FluxClaim", err, func() []row {
@@ -102,11 +108,15 @@ func listAll(ctx context.Context, c versioned.Interface, ns string) (rows []row,
 	})
 	acs, err := api.ArgoCDClaims(ns).List(ctx, opts)
 	add("ArgoCDClaim", err, func() []row {
-		return rowsOf(acs.Items, func(o v1.ArgoCDClaim) row { return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions) })
+		return rowsOf(acs.Items, func(o v1.ArgoCDClaim) row {
+			return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions)
+		})
 	})
 	crs, err := api.CommitRequests(ns).List(ctx, opts)
 	add("CommitRequest", err, func() []row {
-		return rowsOf(crs.Items, func(o v1.CommitRequest) row { return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions) })
+		return rowsOf(crs.Items, func(o v1.CommitRequest) row {
+			return rowOf(o.ObjectMeta, o.Status.ObservedGeneration, o.Status.Conditions)
+		})
 	})
 	return rows, refused
 }
