@@ -135,8 +135,10 @@ func (w *Worker) attachSaves(t *target) {
 			win.save = s
 			win.closeAt = now.Add(s.Collect)
 			kept = append(kept, s)
-		case !s.Next && win == nil && len(t.pending) == 0:
-			// Nothing open and nothing on its way: no need to wait.
+		case !s.Next && win == nil && len(t.pending) == 0 && !now.Before(s.queued.Add(s.Settle)):
+			// Nothing open and nothing on its way, once an edit made just
+			// before the save has had the time to come from the watch
+			// (Settle): no need to wait longer.
 			w.noWindow(t, s, s.Author.Name+" has no open changes on this GitTarget")
 		case !now.Before(s.Deadline):
 			w.noWindow(t, s, fmt.Sprintf("no window of %s opened within spec.window.attachTimeout", s.Author.Name))

@@ -141,6 +141,20 @@ func TestSaveOutcomesWithoutChanges(t *testing.T) {
 	res := c.save(tg, "uid-none", nil).ended(t)
 	assert.Equal(t, SaveNoWindow, res.Outcome, "nothing open, nothing pending")
 
+	// With a settle time, an edit made just before the save may still be
+	// on its way from the watch: the save waits that long for its window
+	// (a save run right after kubectl patch ended NoWindow in e2e).
+	settling := c.save(tg, "uid-settle", func(r *SaveRequest) { r.Settle = 50 * time.Millisecond })
+	c.step(49 * time.Millisecond)
+	settling.open(t)
+	c.changeBy(tg, "late", "alice", "late1")
+	c.step(collect)
+	res = settling.ended(t)
+	assert.Equal(t, SaveCommitted, res.Outcome, "the edit that came late joined the save: %s", res.Message)
+	settled := c.save(tg, "uid-settled", func(r *SaveRequest) { r.Settle = 50 * time.Millisecond })
+	c.step(50 * time.Millisecond)
+	assert.Equal(t, SaveNoWindow, settled.ended(t).Outcome, "nothing came within the settle time")
+
 	r := c.save(tg, "uid-next", func(r *SaveRequest) { r.Next = true; r.Deadline = c.clock.Now().Add(300 * time.Millisecond) })
 	c.step(299 * time.Millisecond)
 	r.open(t)

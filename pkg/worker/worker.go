@@ -679,6 +679,9 @@ func (w *Worker) nextWake() time.Duration {
 		}
 		for _, s := range t.saves {
 			consider(s.Deadline)
+			if at := s.queued.Add(s.Settle); at.After(now) {
+				consider(at) // attachSaves: a window may still be on its way
+			}
 			if !s.GiveUpAt.IsZero() {
 				consider(s.GiveUpAt)
 			}

@@ -148,6 +148,16 @@ func TestALiveEditSurvivesFluxAndASaveAppliesIt(t *testing.T) {
 	assert.Contains(t, out, "Committed: Saved as")
 	assert.Contains(t, out, "Applied Applied:")
 	assert.Equal(t, "yellow", c.color("app"))
+
+	// A suspended claim gives Flux its schedule back, and takes it again
+	// when resumed (#29).
+	kubectlOK(t, admin, "", "patch", "fluxclaim", "-n", c.ns, "apps", "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+	waitCondition(t, 30*time.Second, "Held", "False", v1.ReasonSuspended, "fluxclaim", "-n", c.ns, "apps")
+	assert.NotEqual(t, applier.HeldInterval, fluxField(t, "kustomization", c.ks, ".spec.interval"))
+	waitDescribed(t, 10*time.Second, "fluxclaim", c.ns, "apps", "Normal Released")
+	kubectlOK(t, admin, "", "patch", "fluxclaim", "-n", c.ns, "apps", "--type=merge", "-p", `{"spec":{"suspend":null}}`)
+	waitCondition(t, 30*time.Second, "Held", "True", "Holding", "fluxclaim", "-n", c.ns, "apps")
+	assert.Equal(t, applier.HeldInterval, fluxField(t, "kustomization", c.ks, ".spec.interval"))
 	c.noFluxCommits()
 }
 

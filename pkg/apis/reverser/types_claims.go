@@ -88,6 +88,11 @@ type FluxClaimSpec struct {
 	// the branch tip this long; 0s turns it off.
 	// +optional
 	CatchUpAfter *metav1.Duration `json:"catchUpAfter,omitempty"`
+	// suspend gives the applier back its own schedule, as if no GitTarget
+	// named the claim, until it is false again; the claim and who
+	// authorised it stay.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -131,6 +136,11 @@ type ArgoCDClaimSpec struct {
 	// runs hooks and Argo CD's refresh already compares against the tip.
 	// +optional
 	CatchUpAfter *metav1.Duration `json:"catchUpAfter,omitempty"`
+	// suspend gives the applier back its own schedule, as if no GitTarget
+	// named the claim, until it is false again; the claim and who
+	// authorised it stay.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -25,6 +25,8 @@ type Claim struct {
 	Target applier.Ref
 	// CatchUpAfter is spec.catchUpAfter, nil when the claim leaves it out.
 	CatchUpAfter *metav1.Duration
+	// Suspend is spec.suspend: the applier keeps its own schedule.
+	Suspend bool
 
 	// obj is the copy the fields above point into, for writes.
 	obj runtime.Object
@@ -57,7 +59,7 @@ func (r *Reader) Get(kind v1.ApplierKind, namespace, name string) (*Claim, error
 		fc = fc.DeepCopy()
 		return &Claim{Kind: kind, Meta: &fc.ObjectMeta, Status: &fc.Status, KubeProvider: fc.Spec.KubeProviderRef.Name,
 			Target:       applier.Ref{Namespace: fc.Spec.KustomizationRef.Namespace, Name: fc.Spec.KustomizationRef.Name},
-			CatchUpAfter: fc.Spec.CatchUpAfter, obj: fc}, nil
+			CatchUpAfter: fc.Spec.CatchUpAfter, Suspend: fc.Spec.Suspend, obj: fc}, nil
 	case v1.ApplierKindArgoCDClaim:
 		ac, err := r.argo.ArgoCDClaims(namespace).Get(name)
 		if err != nil {
@@ -66,7 +68,7 @@ func (r *Reader) Get(kind v1.ApplierKind, namespace, name string) (*Claim, error
 		ac = ac.DeepCopy()
 		return &Claim{Kind: kind, Meta: &ac.ObjectMeta, Status: &ac.Status, KubeProvider: ac.Spec.KubeProviderRef.Name,
 			Target:       applier.Ref{Namespace: ac.Spec.ApplicationRef.Namespace, Name: ac.Spec.ApplicationRef.Name},
-			CatchUpAfter: ac.Spec.CatchUpAfter, obj: ac}, nil
+			CatchUpAfter: ac.Spec.CatchUpAfter, Suspend: ac.Spec.Suspend, obj: ac}, nil
 	}
 	return nil, fmt.Errorf("no claim kind %q", kind)
 }

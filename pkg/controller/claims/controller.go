@@ -267,6 +267,10 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: " + k.schedule + "."})
 	}
+	if cl.Suspend {
+		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: v1.ReasonSuspended, Message: "spec.suspend is true: the " + k.what + " keeps its own schedule until it is false again."})
+	}
 	kp, err := c.kps.Get(cl.KubeProvider)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -447,7 +451,11 @@ func (c *Controller) recordChanges(cl *claim, before []metav1.Condition, held bo
 	case held && !was:
 		c.cfg.Events.Normal(cl.obj, event.ReasonHeld, "%s", ready.Message)
 	case !held && was:
-		c.cfg.Events.Warning(cl.obj, event.ReasonReleased, "Reverser no longer holds the applier (%s): %s", ready.Reason, ready.Message)
+		record := c.cfg.Events.Warning
+		if ready.Reason == v1.ReasonSuspended {
+			record = c.cfg.Events.Normal // asked for
+		}
+		record(cl.obj, event.ReasonReleased, "Reverser no longer holds the applier (%s): %s", ready.Reason, ready.Message)
 	default:
 		c.cfg.Events.Changed(cl.obj, before, cl.Status.Conditions, v1.ConditionReady)
 	}

@@ -3073,6 +3073,13 @@ func schema_pkg_apis_reverser_v1alpha1_ArgoCDClaimSpec(ref common.ReferenceCallb
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"suspend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "suspend gives the applier back its own schedule, as if no GitTarget named the claim, until it is false again; the claim and who authorised it stay.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"kubeProviderRef", "applicationRef"},
 			},
@@ -3969,6 +3976,13 @@ func schema_pkg_apis_reverser_v1alpha1_FluxClaimSpec(ref common.ReferenceCallbac
 							Description: "catchUpAfter asks a CatchUp apply once the Kustomization has been behind the branch tip this long; 0s turns it off.",
 							Default:     "1m",
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"suspend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "suspend gives the applier back its own schedule, as if no GitTarget named the claim, until it is false again; the claim and who authorised it stay.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},

@@ -90,6 +90,11 @@ type FluxClaimSpec struct {
 	// +optional
 	// +default="1m"
 	CatchUpAfter *metav1.Duration `json:"catchUpAfter,omitempty"`
+	// suspend gives the applier back its own schedule, as if no GitTarget
+	// named the claim, until it is false again; the claim and who
+	// authorised it stay.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -135,6 +140,11 @@ type ArgoCDClaimSpec struct {
 	// +optional
 	// +default="0s"
 	CatchUpAfter *metav1.Duration `json:"catchUpAfter,omitempty"`
+	// suspend gives the applier back its own schedule, as if no GitTarget
+	// named the claim, until it is false again; the claim and who
+	// authorised it stay.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -23,6 +23,10 @@ type ArgoCDClaimSpecApplyConfiguration struct {
 	// the branch tip this long; 0s (the default) turns it off, because a sync
 	// runs hooks and Argo CD's refresh already compares against the tip.
 	CatchUpAfter *v1.Duration `json:"catchUpAfter,omitempty"`
+	// suspend gives the applier back its own schedule, as if no GitTarget
+	// named the claim, until it is false again; the claim and who
+	// authorised it stay.
+	Suspend *bool `json:"suspend,omitempty"`
 }
 
 // ArgoCDClaimSpecApplyConfiguration constructs a declarative configuration of the ArgoCDClaimSpec type for use with
@@ -52,5 +56,13 @@ func (b *ArgoCDClaimSpecApplyConfiguration) WithApplicationRef(value *ObjectRefe
 // If called multiple times, the CatchUpAfter field is set to the value of the last call.
 func (b *ArgoCDClaimSpecApplyConfiguration) WithCatchUpAfter(value v1.Duration) *ArgoCDClaimSpecApplyConfiguration {
 	b.CatchUpAfter = &value
+	return b
+}
+
+// WithSuspend sets the Suspend field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Suspend field is set to the value of the last call.
+func (b *ArgoCDClaimSpecApplyConfiguration) WithSuspend(value bool) *ArgoCDClaimSpecApplyConfiguration {
+	b.Suspend = &value
 	return b
 }

@@ -22,6 +22,10 @@ type FluxClaimSpecApplyConfiguration struct {
 	// catchUpAfter asks a CatchUp apply once the Kustomization has been behind
 	// the branch tip this long; 0s turns it off.
 	CatchUpAfter *v1.Duration `json:"catchUpAfter,omitempty"`
+	// suspend gives the applier back its own schedule, as if no GitTarget
+	// named the claim, until it is false again; the claim and who
+	// authorised it stay.
+	Suspend *bool `json:"suspend,omitempty"`
 }
 
 // FluxClaimSpecApplyConfiguration constructs a declarative configuration of the FluxClaimSpec type for use with
@@ -51,5 +55,13 @@ func (b *FluxClaimSpecApplyConfiguration) WithKustomizationRef(value *ObjectRefe
 // If called multiple times, the CatchUpAfter field is set to the value of the last call.
 func (b *FluxClaimSpecApplyConfiguration) WithCatchUpAfter(value v1.Duration) *FluxClaimSpecApplyConfiguration {
 	b.CatchUpAfter = &value
+	return b
+}
+
+// WithSuspend sets the Suspend field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Suspend field is set to the value of the last call.
+func (b *FluxClaimSpecApplyConfiguration) WithSuspend(value bool) *FluxClaimSpecApplyConfiguration {
+	b.Suspend = &value
 	return b
 }
