@@ -109,7 +109,7 @@ func (r *Recorder) Changed(obj runtime.Object, before, after []metav1.Condition,
 			continue
 		}
 		switch {
-		case now.Status == metav1.ConditionTrue, now.Reason == v1.ReasonSuspended: // asked for: no warning
+		case now.Status == metav1.ConditionTrue:
 			r.Normal(obj, now.Reason, "%s", now.Message)
 		case meta.IsStatusConditionTrue(after, v1.ConditionReconciling):
 			// Not ready because work is under way (kstatus InProgress):

@@ -268,7 +268,8 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: " + k.schedule + "."})
 	}
 	if cl.Suspend {
-		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+		// Asked for: Ready, so that kstatus tools read it Current.
+		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue,
 			Reason: v1.ReasonSuspended, Message: "spec.suspend is true: the " + k.what + " keeps its own schedule until it is false again."})
 	}
 	kp, err := c.kps.Get(cl.KubeProvider)
@@ -393,6 +394,13 @@ func (c *Controller) mayHold(cl *claim) applier.Authorize {
 	}
 }
 
+// lasting says whether a claim's Ready=False waits for a person (kstatus
+// Failed): not while no GitTarget names it yet (it waits for one), nor
+// while the applier fails a converge (asked again with a backoff).
+func lasting(ready *metav1.Condition) bool {
+	return ready.Status == metav1.ConditionFalse && ready.Reason != "NotNamed" && ready.Reason != "ApplierFailing"
+}
+
 func stalled(reason, message string) *metav1.Condition {
 	return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message}
 }
@@ -426,6 +434,12 @@ func (c *Controller) writeStatus(ctx context.Context, cl *claim, ready *metav1.C
 		}
 	}
 	meta.SetStatusCondition(&cl.Status.Conditions, *ready)
+	if lasting(ready) {
+		meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionStalled, Status: metav1.ConditionTrue,
+			Reason: ready.Reason, Message: ready.Message})
+	} else {
+		meta.RemoveStatusCondition(&cl.Status.Conditions, v1.ConditionStalled)
+	}
 	heldCond := metav1.Condition{Type: ConditionHeld, Status: metav1.ConditionFalse, Reason: ready.Reason,
 		Message: "The applier keeps its own schedule."}
 	if held {

@@ -148,4 +148,9 @@ func TestAHoldsStartAndEndAreEvents(t *testing.T) {
 	forbidden := &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Forbidden", Message: "Reverser may not patch it."}
 	require.NoError(t, c.writeStatus(t.Context(), cl, forbidden, false))
 	assert.Equal(t, []string{"Warning Forbidden Reverser may not patch it."}, event.Drain(rec))
+	assert.True(t, meta.IsStatusConditionTrue(read().Status.Conditions, v1.ConditionStalled), "a person must act: kstatus Failed")
+
+	cl = read()
+	require.NoError(t, c.writeStatus(t.Context(), cl, notNamed, false))
+	assert.Nil(t, meta.FindStatusCondition(read().Status.Conditions, v1.ConditionStalled), "waiting for a GitTarget to name it")
 }

@@ -384,8 +384,13 @@ func (c *Controller) claim(ctx context.Context, cr *v1.CommitRequest, gt *v1.Git
 	updated.Status.GitTargetUID = string(gt.UID)
 	updated.Status.ObservedGeneration = cr.Generation
 	updated.Status.Author = who.User
+	saving := fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionUnknown,
-		Reason: v1.ReasonSaving, Message: fmt.Sprintf("Waiting for %s's window on GitTarget %s.", author, targetKey)})
+		Reason: v1.ReasonSaving, Message: saving})
+	// kstatus tools (kubectl wait, Flux's and Argo CD's health) read a
+	// save under way as InProgress.
+	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: v1.ReasonSaving, Message: saving})
 	_, err := c.cfg.Requests.ReverserV1alpha1().CommitRequests(cr.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) {
 		return time.Millisecond, nil // decided from a stale copy: read again and decide again
@@ -643,6 +648,12 @@ func (c *Controller) finish(ctx context.Context, cr *v1.CommitRequest, o outcome
 	updated.Status.ObservedGeneration = cr.Generation
 	updated.Status.Commit, updated.Status.Branch = o.commit, o.branch
 	meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionReady, Status: status, Reason: o.reason, Message: o.message})
+	meta.RemoveStatusCondition(&updated.Status.Conditions, v1.ConditionReconciling)
+	if !o.ok {
+		// The request is done and will not succeed: kstatus Failed.
+		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: v1.ConditionStalled, Status: metav1.ConditionTrue,
+			Reason: o.reason, Message: o.message})
+	}
 	if o.applied != nil {
 		meta.SetStatusCondition(&updated.Status.Conditions, *o.applied)
 	}

@@ -129,8 +129,7 @@ func streamsRunning(st *observed, h streamHealth, msg string) metav1.Condition {
 	stopped := firstProblem(st.config, st.source, st.git)
 	switch {
 	case st.suspended:
-		return condition(v1.ConditionStreamsRunning, false, v1.ReasonSuspended,
-			"spec.suspend is true: nothing is mirrored until it is false again (kubectl reverser resume)")
+		return condition(v1.ConditionStreamsRunning, false, v1.ReasonSuspended, "spec.suspend is true: no stream runs")
 	case len(h.forbidden) > 0:
 		return condition(v1.ConditionStreamsRunning, false, "Forbidden", strings.Join(h.forbidden, "; ")+
 			": for Secrets, bind ClusterRole reverser-controller-secrets to it in that namespace; for another kind, add a ClusterRole "+
@@ -159,6 +158,11 @@ func readiness(gt *v1.GitTarget, st *observed, r reported, localErr *worker.Loca
 			ready = metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: c.Reason, Message: c.Message}
 			break
 		}
+	}
+	if st.suspended {
+		// Asked for, so not a failure: kstatus tools (Flux's health
+		// checks, kubectl wait) read it Current and do not wait on it.
+		ready = condition(v1.ConditionReady, true, v1.ReasonSuspended, "spec.suspend is true: nothing is mirrored until it is false again (kubectl reverser resume)")
 	}
 	if r.unapplied != "" && gt.Spec.ApplierRef != nil && ready.Status == metav1.ConditionTrue {
 		// Not Stalled: the applier's next converge may settle it.

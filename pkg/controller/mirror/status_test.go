@@ -155,7 +155,7 @@ func TestARuleOfAMissingGitTargetSaysSo(t *testing.T) {
 	assert.Nil(t, meta.FindStatusCondition(s.Conditions, v1.ConditionStalled))
 }
 
-// TestASuspendedGitTargetSaysSo (#29): spec.suspend is Ready=False
+// TestASuspendedGitTargetSaysSo (#29): spec.suspend is Ready=True
 // Suspended, not Stalled (it was asked for), Reconciling while its worker
 // still pushes what it received; the reconcile-requested-at annotation is
 // echoed once answered.
@@ -182,7 +182,7 @@ func TestASuspendedGitTargetSaysSo(t *testing.T) {
 	assert.Equal(t, v1.ReasonSuspending, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReconciling).Reason,
 		"its worker has not said it is done")
 	suspended := "Normal Suspended spec.suspend is true: nothing is mirrored until it is false again (kubectl reverser resume)"
-	assert.Equal(t, []string{suspended}, event.Drain(events), "asked for: no warning")
+	assert.Equal(t, []string{suspended}, event.Drain(events), "asked for: Ready")
 
 	c.suspensions["team/site"].ended = "Done"
 	require.NoError(t, targets.Update(got))
@@ -191,7 +191,7 @@ func TestASuspendedGitTargetSaysSo(t *testing.T) {
 	assert.Nil(t, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReconciling))
 	assert.Nil(t, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionStalled), "asked for: not Stalled")
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
-	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status, "asked for: kstatus Current")
 	assert.Equal(t, v1.ReasonSuspended, ready.Reason)
 	assert.Empty(t, c.suspensions, "the worker reference is given back")
 	assert.Empty(t, event.Drain(events), "once")
