@@ -4,6 +4,8 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+# REGISTRY is where `make images` says the images go: _output/deploy names them there.
+REGISTRY ?= reverser.local
 LDFLAGS := -s -w -X reverser.dev/reverser/pkg/version.Version=$(VERSION) -X reverser.dev/reverser/pkg/version.Commit=$(COMMIT)
 
 LOCAL_DIR ?= _output/local
@@ -39,7 +41,7 @@ FORCE:
 ## images: multi-arch OCI image tarballs of both servers (_output/images) and
 ## the plugin's release archives (_output/release), without Docker.
 images:
-	$(GO) run ./hack/images --version '$(VERSION)' --commit '$(COMMIT)'
+	$(GO) run ./hack/images --version '$(VERSION)' --commit '$(COMMIT)' --registry '$(REGISTRY)'
 
 ## control-plane: etcd, kube-apiserver, kube-controller-manager, cached by version.
 control-plane:

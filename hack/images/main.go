@@ -15,7 +15,12 @@
 // and every layer and archive has fixed mtimes, owners and entry order, so
 // the same sources and flags give the same digests.
 //
-//	go run ./hack/images --version v0.1.0 --commit abc1234
+// It also writes _output/deploy/kustomization.yaml: artifacts/deploy with
+// its images set to the ones built (registry/name:version), which
+// `kubectl apply --server-side -k _output/deploy` installs once the images
+// are pushed there. --overlay-only writes just that.
+//
+//	go run ./hack/images --version v0.1.0 --commit abc1234 --registry registry.example
 package main
 
 import (
@@ -70,6 +75,7 @@ var servers = []server{
 type options struct {
 	out, version, commit, registry string
 	platforms, pluginPlatforms     []v1.Platform
+	overlayOnly                    bool
 }
 
 func main() {
@@ -94,6 +100,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.version, "version", "dev", "version stamped into the binaries, labels, tags and file names")
 	fs.StringVar(&o.commit, "commit", "", "commit stamped into the binaries and the revision label")
 	fs.StringVar(&o.registry, "registry", "reverser.local", "registry the image references name")
+	fs.BoolVar(&o.overlayOnly, "overlay-only", false, "write only <out>/deploy, the install overlay naming the images")
 	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "image platforms, comma-separated")
 	plugin := fs.String("plugin-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "plugin platforms, comma-separated")
 	if err := fs.Parse(args); err != nil {
@@ -155,6 +162,14 @@ func imageRef(registry, image, version string) (string, error) {
 }
 
 func run(ctx context.Context, o options, stdout, log io.Writer) error {
+	overlay, err := writeOverlay(o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "install overlay: kubectl apply --server-side -k %s (once the images are pushed to %s)\n", overlay, o.registry)
+	if o.overlayOnly {
+		return nil
+	}
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return fmt.Errorf("reading the host CA bundle: %w", err)
@@ -611,4 +626,42 @@ func writeSums(w io.Writer, sums map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// deployBase is the kustomize base the overlay builds on, relative to the
+// repository root, where make runs this command.
+const deployBase = "artifacts/deploy"
+
+// writeOverlay writes <out>/deploy/kustomization.yaml, deployBase with its
+// images named as built, and returns the folder.
+func writeOverlay(o options) (string, error) {
+	dir := filepath.Join(o.out, "deploy")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating the install overlay: %w", err)
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	absBase, err := filepath.Abs(deployBase)
+	if err != nil {
+		return "", err
+	}
+	base, err := filepath.Rel(absDir, absBase)
+	if err != nil {
+		return "", fmt.Errorf("locating %s from %s: %w", deployBase, dir, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by `make images`: %s with the images it built.\n", deployBase)
+	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\nimages:\n", filepath.ToSlash(base))
+	for _, s := range servers {
+		if _, err := imageRef(o.registry, s.name, o.version); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "- name: %s\n  newName: %s/%s\n  newTag: %s\n", s.name, o.registry, s.name, o.version)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("writing the install overlay: %w", err)
+	}
+	return dir, nil
 }

@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apimetrics "k8s.io/apiserver/pkg/endpoints/metrics"
 	_ "k8s.io/apiserver/pkg/server" // registers what the generic server registers at init
@@ -710,5 +713,61 @@ func TestParsePromQL(t *testing.T) {
 	}
 	if want := []string{"by(job,le)@a_bucket", "ignoring(z)@a_bucket,b,c,d", "group_left(w)@a_bucket,b,c,d", "by(v)@b"}; !slices.Equal(groups, want) {
 		t.Errorf("groupings %v, want %v", groups, want)
+	}
+}
+
+type servicePort struct {
+	Name string `json:"name"`
+}
+
+// TestTheServiceMonitorsJobIsTheAlerts (#29): the job the ServiceMonitor
+// gives the controller's metrics Service is the job alerts.yaml selects, and
+// its port is one the Service has; ReverserControllerAbsent fired on a
+// healthy install when the job was the Service's name.
+func TestTheServiceMonitorsJobIsTheAlerts(t *testing.T) {
+	var sm struct {
+		Spec struct {
+			JobLabel string `json:"jobLabel"`
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port string `json:"port"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	b, err := os.ReadFile(filepath.Join(monitoringDir, "servicemonitor", "servicemonitor.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &sm), "servicemonitor.yaml")
+
+	type service struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Ports []servicePort `json:"ports"`
+		} `json:"spec"`
+	}
+	b, err = os.ReadFile("../../artifacts/deploy/base/controller.yaml")
+	require.NoError(t, err)
+	var selected []service
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var s service
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &s))
+		if s.Kind == "Service" && labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(s.Metadata.Labels)) {
+			selected = append(selected, s)
+		}
+	}
+	require.Len(t, selected, 1, "the ServiceMonitor selects the metrics Service alone")
+	job := selected[0].Metadata.Labels[sm.Spec.JobLabel]
+	require.NotEmpty(t, job, "Service %s has no label %q: the job would be its name", selected[0].Metadata.Name, sm.Spec.JobLabel)
+	alerts, err := os.ReadFile(filepath.Join(monitoringDir, "alerts.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(alerts), `up{job="`+job+`"}`, "the alerts select the job the ServiceMonitor makes")
+	for _, e := range sm.Spec.Endpoints {
+		assert.True(t, slices.ContainsFunc(selected[0].Spec.Ports, func(p servicePort) bool { return p.Name == e.Port }),
+			"port %q is not the Service's", e.Port)
 	}
 }

@@ -33,14 +33,28 @@ const (
 // the work, and cannot reach what the install keeps to itself.
 func TestInstallFromArtifacts(t *testing.T) {
 	apiPort := freePort(t)
-	// The base as users apply it, then the overlay that points the
-	// APIService at loopback.
-	apply := exec.Command("kubectl", "--kubeconfig", env.KubeconfigAdmin, "apply", "--server-side", "-k", filepath.Join(root, "artifacts", "deploy"))
-	out, err := apply.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	t.Logf("kubectl apply --server-side -k artifacts/deploy:\n%s", out)
+	// The README's steps: `make images REGISTRY=...` writes _output/deploy
+	// (the images' build is left out here: nothing runs them), which is
+	// applied as it is; then the overlay that points the APIService at
+	// loopback.
+	out := filepath.Join(t.TempDir(), "_output")
+	images := exec.Command("go", "run", "./hack/images", "--overlay-only", "--registry", "registry.example", "--version", "v0.1.0", "--out", out)
+	images.Dir = root
+	written, err := images.CombinedOutput()
+	require.NoError(t, err, "%s", written)
+	deploy := filepath.Join(out, "deploy")
+	assert.Contains(t, string(written), "kubectl apply --server-side -k "+deploy)
+	apply := exec.Command("kubectl", "--kubeconfig", env.KubeconfigAdmin, "apply", "--server-side", "-k", deploy)
+	applied, err := apply.CombinedOutput()
+	require.NoError(t, err, "%s", applied)
+	t.Logf("kubectl apply --server-side -k _output/deploy:\n%s", applied)
+	for name, want := range map[string]string{"reverser-apiserver": "registry.example/reverser-apiserver:v0.1.0",
+		"reverser-controller": "registry.example/reverser-controller:v0.1.0"} {
+		assert.Equal(t, want, kubectlOK(t, env.KubeconfigAdmin, "", "get", "deployment", "-n", ns, name, "-o",
+			"jsonpath={.spec.template.spec.containers[0].image}"), "the image make images built, not one that exists nowhere")
+	}
 	// The namespace warns of what Pod Security "restricted" would refuse.
-	require.NotContains(t, string(out), "Warning", "the Deployments' Pods would not run under Pod Security restricted")
+	require.NotContains(t, string(applied), "Warning", "the Deployments' Pods would not run under Pod Security restricted")
 	overlay := testOverlay(t, apiPort)
 	kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "-k", overlay)
 	manifests := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", overlay)
