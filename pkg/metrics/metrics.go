@@ -5,6 +5,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"reverser.dev/reverser/pkg/version"
 )
 
 // Registry is what the controller serves on /metrics.
@@ -46,7 +48,7 @@ var (
 	// Windows counts closed commit windows by why they closed.
 	Windows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_windows_closed_total",
-		Help: "Commit windows closed, by reason: silence, max_age, snapshot, save, conflict, or empty (nothing changed after all).",
+		Help: "Commit windows closed, by reason: silence, max_age, snapshot, save, suspend, conflict, or empty (nothing changed after all).",
 	}, []string{"reason"})
 	// Commits counts commits written.
 	Commits = prometheus.NewCounter(prometheus.CounterOpts{
@@ -153,6 +155,17 @@ var (
 		Name: "reverser_apply_window_echoes_total",
 		Help: "Writes an applier made during an apply window, judged echoes of Git and not mirrored.",
 	})
+	// BuildInfo is 1, labelled with what was built.
+	BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "reverser_build_info",
+		Help: "Always 1, labelled with the controller's version, commit and Go version.",
+	}, []string{"version", "commit", "goversion"})
+	// GitTargetReady says, per GitTarget, whether it is Ready: one series a
+	// GitTarget, removed with it, so bounded by the GitTargets that exist.
+	GitTargetReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "reverser_gittarget_ready",
+		Help: "1 while the GitTarget's Ready condition is True, 0 while it is not; one series per GitTarget (namespace, name).",
+	}, []string{"namespace", "name"})
 	// ApplyWindowCollisions counts echoes that reverted what Git holds.
 	ApplyWindowCollisions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "reverser_apply_window_collisions_total",
@@ -164,7 +177,9 @@ func init() {
 	Registry.MustRegister(Converges, ApplyWindowBarriers, ApplyWindowEchoes, ApplyWindowCollisions)
 	Registry.MustRegister(CommitRequests, SaveSeconds, SaveFailures)
 	Registry.MustRegister(AuditRequests, AuditFacts, AuditFactsEvicted, Attributions, AttributionWait)
-	Registry.MustRegister(Seals)
+	Registry.MustRegister(Seals, BuildInfo, GitTargetReady)
+	v := version.Get()
+	BuildInfo.WithLabelValues(v.Version, v.Commit, v.GoVersion).Set(1)
 	Registry.MustRegister(Leader, WatchEvents, WatchErrors, Informers, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }

@@ -71,6 +71,7 @@ import (
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/identity"
+	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/tenancy"
@@ -452,6 +453,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		c.teardown(key)
 		c.resumed(key) // a deleted GitTarget's suspension ends with it
+		metrics.GitTargetReady.DeleteLabelValues(ns, name)
 		c.mu.Lock()
 		delete(c.reports, key)
 		delete(c.observations, key)

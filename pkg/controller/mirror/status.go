@@ -17,6 +17,7 @@ import (
 
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
 	"reverser.dev/reverser/pkg/document"
+	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/resolve"
 	"reverser.dev/reverser/pkg/stream"
 	"reverser.dev/reverser/pkg/worker"
@@ -237,6 +238,11 @@ func (c *Controller) writeStatus(ctx context.Context, gt *v1.GitTarget, st *obse
 		meta.RemoveStatusCondition(&status.Conditions, v1.ConditionReconciling)
 	}
 
+	readyNow := 0.0
+	if meta.IsStatusConditionTrue(status.Conditions, v1.ConditionReady) {
+		readyNow = 1
+	}
+	metrics.GitTargetReady.WithLabelValues(gt.Namespace, gt.Name).Set(readyNow)
 	if apiequality.Semantic.DeepEqual(status, &gt.Status) {
 		return nil
 	}

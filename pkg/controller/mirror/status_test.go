@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned/fake"
 	listers "reverser.dev/reverser/pkg/generated/listers/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/resolve"
 )
 
@@ -169,7 +171,9 @@ func TestASuspendedGitTargetSaysSo(t *testing.T) {
 	events := record.NewFakeRecorder(10)
 	c := &Controller{cfg: Config{Reverser: client, Events: event.New(events)}, targets: listers.NewGitTargetLister(targets),
 		mirrors: map[string]*mirrorState{}, reports: map[string]*report{}, observations: map[string]*observed{},
-		suspensions: map[string]*suspension{"team/site": {workerKey: "w"}}, workers: newWorkers(t.TempDir(), nil, nil)}
+		suspensions: map[string]*suspension{"team/site": {workerKey: "w"}}, workers: newWorkers(t.TempDir(), nil, nil),
+		rules:        listers.NewWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})),
+		clusterRules: listers.NewClusterWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
 	written := func() *v1.GitTarget {
 		got, err := client.ReverserV1alpha1().GitTargets("team").Get(t.Context(), "site", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -194,5 +198,9 @@ func TestASuspendedGitTargetSaysSo(t *testing.T) {
 	assert.Equal(t, metav1.ConditionTrue, ready.Status, "asked for: kstatus Current")
 	assert.Equal(t, v1.ReasonSuspended, ready.Reason)
 	assert.Empty(t, c.suspensions, "the worker reference is given back")
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.GitTargetReady.WithLabelValues("team", "site")), "reverser_gittarget_ready")
+	require.NoError(t, targets.Delete(got))
+	require.NoError(t, c.reconcile(t.Context(), "team/site"))
+	assert.Zero(t, testutil.CollectAndCount(metrics.GitTargetReady), "a deleted GitTarget's series goes with it")
 	assert.Empty(t, event.Drain(events), "once")
 }
