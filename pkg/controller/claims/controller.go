@@ -259,46 +259,11 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 	if cl.Meta.DeletionTimestamp != nil {
 		return 0, c.release(ctx, cl, nil)
 	}
-	named, err := c.named(cl)
-	if err != nil {
-		return 0, err
-	}
-	if !named {
-		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: " + k.schedule + "."})
-	}
-	if cl.Suspend {
-		// Asked for: Ready, so that kstatus tools read it Current.
-		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue,
-			Reason: v1.ReasonSuspended, Message: "spec.suspend is true: the " + k.what + " keeps its own schedule until it is false again."})
-	}
-	kp, err := c.kps.Get(cl.KubeProvider)
-	switch {
-	case apierrors.IsNotFound(err):
-		return c.cfg.Resync, c.release(ctx, cl, stalled("KubeProviderNotFound", fmt.Sprintf(
-			"KubeProvider %s does not exist: create it or fix spec.kubeProviderRef", cl.KubeProvider)))
-	case err != nil:
-		return 0, err
-	case !kp.Spec.InCluster:
-		return c.cfg.Resync, c.release(ctx, cl, stalled("RemoteNotSupported", fmt.Sprintf(
-			"KubeProvider %s reaches another cluster; claims are held only through an inCluster provider for now", kp.Name)))
-	}
-	// A claim is admitted by its KubeProvider as a GitTarget is: a
-	// namespace the provider stops admitting loses its holds.
-	admitted, err := tenancy.Consumer(ctx, kp, cl.Meta.Namespace, c.cfg.NamespaceLabels)
-	if err != nil {
-		return 0, err
-	}
-	if !admitted {
-		return c.cfg.Resync, c.release(ctx, cl, stalled("KubeProviderNotLent", fmt.Sprintf(
-			"KubeProvider %s does not admit claims from namespace %s: add it to the provider's spec.consumerNamespaces", kp.Name, cl.Meta.Namespace)))
-	}
-	if refusal, err := c.authorized(ctx, cl); err != nil || refusal != "" {
+	if why, err := c.notHeld(ctx, cl); err != nil || why != nil {
 		if err != nil {
 			return 0, err
 		}
-		return c.cfg.Resync, c.release(ctx, cl, &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
-			Reason: "NotAuthorized", Message: refusal})
+		return c.cfg.Resync, c.release(ctx, cl, why)
 	}
 	if !slices.Contains(cl.Meta.Finalizers, Finalizer) {
 		cl.Meta.Finalizers = append(cl.Meta.Finalizers, Finalizer)
@@ -320,6 +285,53 @@ func (c *Controller) reconcile(ctx context.Context, key string) (time.Duration, 
 		return c.cfg.Resync, c.writeStatus(ctx, cl, stalled(reasonFor(err), err.Error()), false)
 	}
 	return c.cfg.Resync, c.writeStatus(ctx, cl, c.holding(cl), true)
+}
+
+// notHeld says why the claim must not hold its applier now, in the order a
+// user would fix it; nil: hold it.
+func (c *Controller) notHeld(ctx context.Context, cl *claim) (*metav1.Condition, error) {
+	named, err := c.named(cl)
+	if err != nil {
+		return nil, err
+	}
+	if !named {
+		return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: "NotNamed", Message: "No GitTarget in this namespace names this claim in spec.applierRef: " + cl.kind.schedule + "."}, nil
+	}
+	if cl.Suspend {
+		// Asked for: Ready, so that kstatus tools read it Current.
+		return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: v1.ReasonSuspended, Message: "spec.suspend is true: the " + cl.kind.what + " keeps its own schedule until it is false again."}, nil
+	}
+	kp, err := c.kps.Get(cl.KubeProvider)
+	switch {
+	case apierrors.IsNotFound(err):
+		return stalled("KubeProviderNotFound", fmt.Sprintf(
+			"KubeProvider %s does not exist: create it or fix spec.kubeProviderRef", cl.KubeProvider)), nil
+	case err != nil:
+		return nil, err
+	case !kp.Spec.InCluster:
+		return stalled("RemoteNotSupported", fmt.Sprintf(
+			"KubeProvider %s reaches another cluster; claims are held only through an inCluster provider for now", kp.Name)), nil
+	}
+	// A claim is admitted by its KubeProvider as a GitTarget is: a
+	// namespace the provider stops admitting loses its holds.
+	admitted, err := tenancy.Consumer(ctx, kp, cl.Meta.Namespace, c.cfg.NamespaceLabels)
+	if err != nil {
+		return nil, err
+	}
+	if !admitted {
+		return stalled("KubeProviderNotLent", fmt.Sprintf(
+			"KubeProvider %s does not admit claims from namespace %s: add it to the provider's spec.consumerNamespaces", kp.Name, cl.Meta.Namespace)), nil
+	}
+	if refusal, err := c.authorized(ctx, cl); err != nil || refusal != "" {
+		if err != nil {
+			return nil, err
+		}
+		return &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: "NotAuthorized", Message: refusal}, nil
+	}
+	return nil, nil
 }
 
 // holding is the Ready condition of a held claim: Holding, or ApplierFailing
