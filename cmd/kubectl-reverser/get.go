@@ -33,12 +33,9 @@ func getCommand(g *globals) *cobra.Command {
 			"not list are left out and named at the end. The exit code is 1 when any object is not Ready.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ns, err := g.client()
+			c, ns, err := g.clientIn(all)
 			if err != nil {
 				return err
-			}
-			if all {
-				ns = metav1.NamespaceAll
 			}
 			rows, refused := listAll(cmd.Context(), c, ns)
 			notReady, err := printRows(cmd.OutOrStdout(), rows)

@@ -56,6 +56,15 @@ func (g *globals) client() (versioned.Interface, string, error) {
 	return c, ns, err
 }
 
+// clientIn is client, in every namespace with all (-A).
+func (g *globals) clientIn(all bool) (versioned.Interface, string, error) {
+	c, ns, err := g.client()
+	if all {
+		ns = metav1.NamespaceAll
+	}
+	return c, ns, err
+}
+
 func main() {
 	g := &globals{loading: clientcmd.NewDefaultClientConfigLoadingRules(), overrides: &clientcmd.ConfigOverrides{}}
 	root := &cobra.Command{
@@ -259,12 +268,9 @@ func statusCommand(g *globals) *cobra.Command {
 		Short: "Summarise GitTargets: readiness, last commit and push, streams, recent saves",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := g.client()
+			c, ns, err := g.clientIn(all)
 			if err != nil {
 				return err
-			}
-			if all {
-				ns = metav1.NamespaceAll
 			}
 			ctx := cmd.Context()
 			var targets []v1.GitTarget
