@@ -24,11 +24,10 @@ func (c *Controller) suspend(key string) (ending bool) {
 	m, running := c.mirrors[key]
 	delete(c.mirrors, key)
 	s := c.suspensions[key]
-	var release []string
+	var ended *suspension // done with: its worker reference goes back
 	if s != nil && (running || s.ended != "") {
-		release = append(release, s.workerKey)
+		ended, s = s, nil
 		delete(c.suspensions, key)
-		s = nil
 	}
 	var w *runningWorker
 	if running {
@@ -38,8 +37,8 @@ func (c *Controller) suspend(key string) (ending bool) {
 	}
 	ending = s != nil
 	c.mu.Unlock()
-	for _, k := range release {
-		c.release(k)
+	if ended != nil {
+		c.release(ended.workerKey)
 	}
 	if !running {
 		return ending
