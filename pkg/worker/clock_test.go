@@ -591,8 +591,15 @@ func TestASuspendCommitsWhatItHoldsThenLetsGo(t *testing.T) {
 	assert.Equal(t, 2, c.commitCount())
 	assert.ElementsMatch(t, []string{"clusters/dev/demo/configmaps/a.yaml", "clusters/dev/demo/configmaps/b.yaml"}, c.remoteFiles())
 
+	// Removed while its commit cannot be pushed: the suspension is dropped
+	// with what it held.
+	c.change(tg, "c", "c: 1")
+	require.NoError(t, os.Rename(bare, bare+".away"))
+	ended = nil
 	c.w.Suspend(c.ctx, tg.Key, func(s Suspension) { ended = append(ended, s) })
+	c.settle()
+	assert.Empty(t, ended, "not done while the commit is not pushed")
 	c.w.RemoveTarget(c.ctx, tg.Key)
 	c.settle()
-	assert.Equal(t, []Suspension{SuspensionCancelled, SuspensionDropped}, ended, "a target removed first drops it")
+	assert.Equal(t, []Suspension{SuspensionDropped}, ended, "a target removed first drops it")
 }
