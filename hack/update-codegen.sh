@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates deepcopy, defaults, conversion, OpenAPI, the source clusters'
-# CommitRequest schema (artifacts/source), clientset, listers, informers and
+# CommitRequest schema (artifacts/source), the PrometheusRule
+# (artifacts/monitoring/prometheusrule), clientset, listers, informers and
 # apply configurations. Output is deterministic; `make verify`
 # runs this into a copy and fails when the tree is stale.
 #
@@ -31,6 +32,9 @@ kube::codegen::gen_openapi \
     ${update_report:+"${update_report}"} \
     --boilerplate "${BOILERPLATE}" \
     "${ROOT}/pkg/apis"
+
+# The alerts as a PrometheusRule, from artifacts/monitoring/alerts.yaml.
+go run ./hack/prometheusrule
 
 # The CommitRequest CRD and kcp APIResourceSchema of source clusters, from the
 # OpenAPI definitions just generated.

@@ -18,7 +18,7 @@ done
 (cd "${TMP}" && bash hack/update-codegen.sh >/dev/null)
 
 status=0
-for d in pkg hack/api_violations.list artifacts/source; do
+for d in pkg hack/api_violations.list artifacts/source artifacts/monitoring; do
   if ! diff -Nru "${ROOT}/${d}" "${TMP}/${d}" >"${TMP}/codegen.diff" 2>&1; then
     status=1
     cat "${TMP}/codegen.diff"

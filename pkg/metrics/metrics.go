@@ -182,4 +182,24 @@ func init() {
 	BuildInfo.WithLabelValues(v.Version, v.Commit, v.GoVersion).Set(1)
 	Registry.MustRegister(Leader, WatchEvents, WatchErrors, Informers, QueueDepth, Windows, Commits, Pushes, Recoveries, CommitSeconds, PushSeconds, EditToPush,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	initialise()
+}
+
+// initialise exports at 0 the series of a fixed label value that alerts take
+// increase() or rate() of: a series first scraped after its first increment
+// has no earlier sample, so the engine sees no increase. A fresh controller
+// that pushed once and went quiet fired ReverserNoSuccessfulPush that way.
+func initialise() {
+	for _, result := range []string{"ok", "rejected", "error"} {
+		Pushes.WithLabelValues(result)
+	}
+	for _, stage := range []string{"commit", "push"} {
+		SaveFailures.WithLabelValues(stage)
+	}
+	for _, outcome := range []string{"resolved", "unresolved", "disabled", "snapshot"} {
+		Attributions.WithLabelValues(outcome)
+	}
+	for _, outcome := range []string{"met", "timed_out", "failed"} {
+		ApplyWindowBarriers.WithLabelValues(outcome)
+	}
 }

@@ -88,9 +88,10 @@ func TestInstallFromArtifacts(t *testing.T) {
 
 	auditPort := strings.TrimPrefix(strings.Split(strings.TrimPrefix(env.AuditWebhookURL, "https://"), "/")[0], "127.0.0.1:")
 	health := freePort(t)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	start(t, "reverser-controller", append(deployment(t, manifests, "reverser-controller").args,
 		"--kubeconfig="+serviceAccountKubeconfig(t, controllerSA), "--data-dir="+filepath.Join(dataDir, "controller"),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort(t)), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
+		"--metrics-bind-address="+metricsAddr, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health),
 		"--audit-bind-address=127.0.0.1:"+auditPort, "--audit-advertise-address="+controlplane.AuditAdvertiseAddress, "--resync=10s")...)
 	// It leads (Lease RBAC) and points the audit Service at itself.
 	eventually(t, time.Minute, "the controller leading and publishing the audit endpoint", func() (bool, error) {
@@ -99,8 +100,13 @@ func TestInstallFromArtifacts(t *testing.T) {
 		return out == controlplane.AuditAdvertiseAddress+":"+auditPort, err
 	})
 
+	// A first scrape, so that rates have two samples by the last.
+	scrapes := newScraper(t, metricsAddr, apiPort)
+	scrapes.scrape(t)
+
 	t.Run("a tenant with edit in its namespace mirrors and saves", func(t *testing.T) { mirrorAndSave(t) })
 	t.Run("a tenant cannot reach what the install keeps to itself", tenantIsKeptOut)
+	t.Run("the alerts evaluate on a live scrape, and none says the install is broken", func(t *testing.T) { alertsOnALiveScrape(t, scrapes) })
 }
 
 // mirrorAndSave: alice, with only the built-in edit role in namespace demo
