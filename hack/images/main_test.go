@@ -245,3 +245,15 @@ func fileSum(t *testing.T, path string) [sha256.Size]byte {
 	require.NoError(t, err)
 	return sha256.Sum256(b)
 }
+
+// The install guide's version check runs each server's entrypoint through
+// kubectl exec, as an image without a shell allows (#29: it said to run
+// reverser-controller --version, which exists on no host).
+func TestInstallGuideRunsTheEntrypoint(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/install.md")
+	require.NoError(t, err)
+	for _, s := range servers {
+		want := "exec deploy/" + s.name + " -- /" + s.name + " --version"
+		assert.Contains(t, string(guide), want, "docs/install.md does not check %s's version in its Pod", s.name)
+	}
+}
