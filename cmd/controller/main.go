@@ -320,7 +320,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 	providers := providerstatus.New(rev, factory)
 	events := event.Broadcast(ctx, kube, "reverser-controller")
 	clusters := kubeprovider.New(kubeprovider.Config{Kube: kube, Source: cfg, SecretNamespace: o.secretNamespace, Factory: factory,
-		Facts: facts, Status: providers})
+		Facts: facts, Status: providers, ClientCertificates: o.auditClientCA != ""})
 	secrets := gitprovider.New(gitprovider.Config{Kube: kube, DataDir: o.dataDir})
 	mirrors := mirror.New(mirror.Config{Clusters: clusters, Secrets: secrets, Reverser: rev, Kube: kube, DataDir: o.dataDir, Resync: o.resync, Facts: facts, Grace: o.grace,
 		Factory: factory, Authorizer: authz, FluxIdentities: splitList(o.fluxIdentities),

@@ -292,7 +292,7 @@ func git(t *testing.T, dir string, args ...string) string {
 // this cluster lacks, renders with the CA injection asked for.
 func overlaysValidate(t *testing.T) {
 	overlays := filepath.Join(root, "artifacts", "deploy", "overlays")
-	for _, o := range []string{"external-etcd", "ha"} {
+	for _, o := range []string{"external-etcd", "ha", "audit-client-certificates"} {
 		kubectlOK(t, env.KubeconfigAdmin, "", "apply", "--server-side", "--dry-run=server", "-k", filepath.Join(overlays, o))
 	}
 	ha := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", filepath.Join(overlays, "ha"))
@@ -301,6 +301,10 @@ func overlaysValidate(t *testing.T) {
 	assert.Contains(t, deployment(t, ha, "reverser-apiserver").args, "--etcd-servers=https://etcd-0.etcd:2379,https://etcd-1.etcd:2379,https://etcd-2.etcd:2379")
 	assert.Contains(t, ha, "minAvailable: 2")
 	assert.NotContains(t, ha, "kind: PersistentVolumeClaim", "no embedded etcd volume on an external etcd")
+	certs := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", filepath.Join(overlays, "audit-client-certificates"))
+	assert.Contains(t, deployment(t, certs, "reverser-controller").args, "--audit-client-ca-file=/var/run/reverser/audit-client-ca/ca.crt",
+		"clientCertificateCommonNames needs the controller to verify client certificates")
+	assert.Contains(t, certs, "secretName: reverser-audit-client-ca")
 	cm := kubectlOK(t, env.KubeconfigAdmin, "", "kustomize", filepath.Join(overlays, "cert-manager"))
 	assert.Contains(t, cm, "cert-manager.io/inject-ca-from: reverser-system/reverser-apiserver")
 	assert.NotContains(t, deployment(t, cm, "reverser-apiserver").args, "--serving-ca-secret=reverser-system/reverser-apiserver-ca",

@@ -77,6 +77,10 @@ type Config struct {
 	Facts *attribution.Index
 	// Status writes the KubeProviders' status.
 	Status *providerstatus.Writer
+	// ClientCertificates is whether the audit ingress verifies client
+	// certificates (--audit-client-ca-file): without it no route's
+	// clientCertificateCommonNames can match.
+	ClientCertificates bool
 }
 
 // Reason is a lasting problem of a KubeProvider (a missing Secret, an
@@ -367,7 +371,11 @@ func (c *Clusters) report(context.Context) {
 func (c *Clusters) part(kp *v1.KubeProvider) providerstatus.Part {
 	var part providerstatus.Part
 	var r *Reason
-	if _, _, err := c.Config(kp); errors.As(err, &r) {
+	_, _, err := c.Config(kp)
+	if !errors.As(err, &r) {
+		r = c.untrustedCertificates(kp)
+	}
+	if r != nil {
 		part.Conditions = []metav1.Condition{condition(v1.ConditionReady, false, r.Reason, r.Message),
 			condition(v1.ConditionStalled, true, r.Reason, r.Message)}
 	} else {
@@ -392,6 +400,18 @@ func (c *Clusters) part(kp *v1.KubeProvider) providerstatus.Part {
 				attribution.RoutePrefix, kp.Name, identity.UnresolvedName)))
 	}
 	return part
+}
+
+// untrustedCertificates is the audit route that can authenticate no one:
+// it accepts client certificates only, and the ingress verifies none.
+func (c *Clusters) untrustedCertificates(kp *v1.KubeProvider) *Reason {
+	a := kp.Spec.Audit
+	if !a.Enabled || a.BearerTokenSecretRef != nil || len(a.ClientCertificateCommonNames) == 0 || c.cfg.ClientCertificates {
+		return nil
+	}
+	return reasonf("ClientCertificatesNotVerified", "spec.audit.clientCertificateCommonNames needs the controller to verify "+
+		"client certificates, and it runs without --audit-client-ca-file: every audit event would be refused. Apply "+
+		"artifacts/deploy/overlays/audit-client-certificates, or set spec.audit.bearerTokenSecretRef.")
 }
 
 // ready is a KubeProvider's Ready: whether the last discovery through it

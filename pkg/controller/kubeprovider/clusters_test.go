@@ -190,3 +190,26 @@ func TestABrokenKubeconfigIsReadyFalseAndStalled(t *testing.T) {
 	assert.Nil(t, meta.FindStatusCondition(part.Conditions, v1.ConditionStalled))
 	assert.Contains(t, part.Remove, v1.ConditionStalled, "a fixed provider is no longer stalled")
 }
+
+// An audit route that accepts client certificates only, on a controller that
+// verifies none, could authenticate no one (#29): the KubeProvider is
+// Stalled and says how to fix it, and is not once the controller verifies
+// certificates or the route has a token.
+func TestCertificateOnlyAuditWithoutAClientCAIsStalled(t *testing.T) {
+	c := started(t, kubefake.NewClientset())
+	kp := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: v1.KubeProviderSpec{InCluster: true,
+		Audit: v1.AuditSpec{Enabled: true, ClientCertificateCommonNames: []string{"kube-apiserver"}}}}
+	stalled := meta.FindStatusCondition(c.part(kp).Conditions, v1.ConditionStalled)
+	require.NotNil(t, stalled)
+	assert.Equal(t, metav1.ConditionTrue, stalled.Status)
+	assert.Equal(t, "ClientCertificatesNotVerified", stalled.Reason)
+	assert.Contains(t, stalled.Message, "overlays/audit-client-certificates")
+	assert.Equal(t, metav1.ConditionFalse, meta.FindStatusCondition(c.part(kp).Conditions, v1.ConditionReady).Status)
+
+	withToken := kp.DeepCopy()
+	withToken.Spec.Audit.BearerTokenSecretRef = &v1.SecretKeyReference{Namespace: DefaultSecretNamespace, Name: "audit", Key: "token"}
+	assert.Nil(t, meta.FindStatusCondition(c.part(withToken).Conditions, v1.ConditionStalled), "a token authenticates the route")
+
+	c.cfg.ClientCertificates = true
+	assert.Nil(t, meta.FindStatusCondition(c.part(kp).Conditions, v1.ConditionStalled), "the controller verifies certificates")
+}
