@@ -13,30 +13,17 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-controlplane
 
-.PHONY: all build tools images test unit integration e2e faults bench control-plane up down demo verify fmt vet lint codegen verify-codegen verify-architecture verify-docs funclen clean
+.PHONY: all build tools images test unit integration e2e faults bench control-plane up start-built down demo verify fmt vet lint codegen verify-codegen verify-architecture verify-docs funclen clean
 
 all: build
 
-build: $(BINARIES)
+## build: the servers and the kubectl plugin; tools: the local Git server and
+## control plane runner. Each is one go build (hack/build.sh).
+build:
+	@LDFLAGS='$(LDFLAGS)' hack/build.sh $(notdir $(BINARIES))
 
-tools: $(TOOLS)
-
-bin/reverser-apiserver: FORCE
-	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/apiserver
-
-bin/reverser-controller: FORCE
-	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/controller
-
-bin/kubectl-reverser: FORCE
-	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/kubectl-reverser
-
-bin/reverser-gitserver: FORCE
-	$(GO) build -o $@ ./hack/gitserver
-
-bin/reverser-controlplane: FORCE
-	$(GO) build -o $@ ./hack/controlplane
-
-FORCE:
+tools:
+	@hack/build.sh $(notdir $(TOOLS))
 
 ## images: multi-arch OCI image tarballs of both servers (_output/images) and
 ## the plugin's release archives (_output/release), without Docker.
@@ -66,6 +53,10 @@ e2e: control-plane
 
 ## up/down: the local control plane, state in $(LOCAL_DIR).
 up: build tools
+	@$(MAKE) --no-print-directory start-built
+
+# start-built: make up without building bin/ first (make demo has just built it).
+start-built:
 	@bin/reverser-controlplane up --dir $(LOCAL_DIR) --bin bin --control-plane-bin "$$(hack/build-control-plane.sh)" \
 		--flux-bin "$$(hack/build-flux.sh)"
 
