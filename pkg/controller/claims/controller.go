@@ -459,6 +459,7 @@ func (c *Controller) writeStatus(ctx context.Context, cl *claim, ready *metav1.C
 			Message: "Reverser holds the applier's schedule and asks it to apply."}
 	}
 	meta.SetStatusCondition(&cl.Status.Conditions, heldCond)
+	setReconciling(cl, held)
 	if equalStatus(*cl.Status, *before) {
 		return nil
 	}
@@ -467,6 +468,20 @@ func (c *Controller) writeStatus(ctx context.Context, cl *claim, ready *metav1.C
 	}
 	c.recordChanges(cl, before.Conditions, held)
 	return nil
+}
+
+// setReconciling sets Reconciling=True Converging while the applier works on
+// the newest converge Reverser sent a held claim (kstatus reads it
+// InProgress), and removes it otherwise.
+func setReconciling(cl *claim, held bool) {
+	op := cl.Status.Operation
+	if !held || op == nil || op.FinishedAt != nil {
+		meta.RemoveStatusCondition(&cl.Status.Conditions, v1.ConditionReconciling)
+		return
+	}
+	meta.SetStatusCondition(&cl.Status.Conditions, metav1.Condition{Type: v1.ConditionReconciling, Status: metav1.ConditionTrue,
+		Reason: "Converging", Message: fmt.Sprintf("Reverser asked the %s to apply %s (%s) and waits for it to report.",
+			cl.kind.what, op.Revision, op.Reason)})
 }
 
 // recordChanges records what a written status changed: the hold's start

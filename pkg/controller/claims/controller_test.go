@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -153,4 +154,49 @@ func TestAHoldsStartAndEndAreEvents(t *testing.T) {
 	cl = read()
 	require.NoError(t, c.writeStatus(t.Context(), cl, notNamed, false))
 	assert.Nil(t, meta.FindStatusCondition(read().Status.Conditions, v1.ConditionStalled), "waiting for a GitTarget to name it")
+}
+
+// TestAConvergeUnderWayIsReconciling (#29): while the applier works on the
+// converge Reverser sent, the claim is Reconciling (kstatus InProgress);
+// once it reports, or when the claim no longer holds, it is not.
+func TestAConvergeUnderWayIsReconciling(t *testing.T) {
+	fc := &v1.FluxClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "apps"}}
+	api := fake.NewSimpleClientset(fc).ReverserV1alpha1()
+	ops := NewOperations()
+	c := &Controller{cfg: Config{Operations: ops, Events: event.New(record.NewFakeRecorder(10))}, api: api}
+	read := func() *claim {
+		got, err := api.FluxClaims("team").Get(t.Context(), "apps", metav1.GetOptions{})
+		require.NoError(t, err)
+		return &claim{kind: &claimKind{kind: v1.ApplierKindFluxClaim, what: "Kustomization"}, Claim: &Claim{Kind: v1.ApplierKindFluxClaim,
+			Meta: &got.ObjectMeta, Status: &got.Status, Target: applier.Ref{Namespace: "flux-system", Name: "apps"}, obj: got}}
+	}
+	reconciling := func() *metav1.Condition {
+		return meta.FindStatusCondition(read().Status.Conditions, v1.ConditionReconciling)
+	}
+	key := Key(v1.ApplierKindFluxClaim, "team", "apps")
+	started := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+
+	cl := read()
+	require.NoError(t, c.writeStatus(t.Context(), cl, c.holding(cl), true))
+	assert.Nil(t, reconciling(), "nothing sent yet")
+
+	ops.Record(key, worker.ApplyReport{Reason: "CatchUp", Head: "main@sha1:abc", Started: started})
+	cl = read()
+	require.NoError(t, c.writeStatus(t.Context(), cl, c.holding(cl), true))
+	r := reconciling()
+	require.NotNil(t, r)
+	assert.Equal(t, metav1.ConditionTrue, r.Status)
+	assert.Equal(t, "Converging", r.Reason)
+	assert.Equal(t, "Reverser asked the Kustomization to apply main@sha1:abc (CatchUp) and waits for it to report.", r.Message)
+
+	ops.Record(key, worker.ApplyReport{Reason: "CatchUp", Head: "main@sha1:abc", Started: started, Finished: started.Add(time.Second)})
+	cl = read()
+	require.NoError(t, c.writeStatus(t.Context(), cl, c.holding(cl), true))
+	assert.Nil(t, reconciling(), "the applier reported")
+
+	ops.Record(key, worker.ApplyReport{Reason: "Repair", Head: "main@sha1:def", Started: started.Add(time.Minute)})
+	cl = read()
+	notNamed := &metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "NotNamed", Message: "No GitTarget names this claim."}
+	require.NoError(t, c.writeStatus(t.Context(), cl, notNamed, false))
+	assert.Nil(t, reconciling(), "a claim that does not hold waits for nothing")
 }
