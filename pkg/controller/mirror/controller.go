@@ -474,14 +474,32 @@ func (c *Controller) reconcile(ctx context.Context, key string) error {
 // orphaned says in the status of the rules naming GitTarget ns/name that
 // it does not exist (#29): a rule nobody mirrors is not silent.
 func (c *Controller) orphaned(ctx context.Context, ns, name string) error {
-	missing := problemf("GitTargetNotFound", "GitTarget %s/%s does not exist: create it or fix spec.gitTargetRef", ns, name)
+	return c.rulesOfTarget(ctx, ns, name,
+		problemf("GitTargetNotFound", "GitTarget %s/%s does not exist: create it or fix spec.gitTargetRef", ns, name))
+}
+
+// notMirroring says in the status of gt's rules why gt does not mirror,
+// when it stopped before its rules were checked: else they would keep
+// saying Resolved for a mirror that was torn down. The fix is the
+// GitTarget's, so the rules are not Stalled themselves.
+func (c *Controller) notMirroring(ctx context.Context, gt *v1.GitTarget, p *problem) {
+	why := &problem{reason: "GitTargetNotReady", transient: true, message: fmt.Sprintf(
+		"GitTarget %s/%s does not mirror (%s): %s", gt.Namespace, gt.Name, p.reason, p.message)}
+	if err := c.rulesOfTarget(ctx, gt.Namespace, gt.Name, why); err != nil {
+		klog.V(2).InfoS("Writing the status of a GitTarget's rules", "gitTarget", klog.KObj(gt), "err", err)
+	}
+}
+
+// rulesOfTarget writes p into the status of every rule naming GitTarget
+// ns/name.
+func (c *Controller) rulesOfTarget(ctx context.Context, ns, name string, p *problem) error {
 	rules, err := c.rules.WatchRules(ns).List(labels.Everything())
 	if err != nil {
 		return err
 	}
 	for _, wr := range rules {
 		if wr.Spec.GitTargetRef.Name == name {
-			c.writeRuleStatus(ctx, wr, resolve.Result{}, missing)
+			c.writeRuleStatus(ctx, wr, resolve.Result{}, p)
 		}
 	}
 	clusterRules, err := c.clusterRules.List(labels.Everything())
@@ -490,7 +508,7 @@ func (c *Controller) orphaned(ctx context.Context, ns, name string) error {
 	}
 	for _, cwr := range clusterRules {
 		if cwr.Spec.GitTargetRef.Namespace == ns && cwr.Spec.GitTargetRef.Name == name {
-			c.writeClusterRuleStatus(ctx, cwr, resolve.Result{}, missing)
+			c.writeClusterRuleStatus(ctx, cwr, resolve.Result{}, p)
 		}
 	}
 	return nil
@@ -536,6 +554,8 @@ type observed struct {
 	suspended, ending bool
 	// handled is the reconcile-requested-at annotation this reconcile saw.
 	handled string
+	// rulesChecked: the rules were resolved and their statuses written.
+	rulesChecked bool
 }
 
 // fail records p where the status reports it.
@@ -565,6 +585,9 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 		return
 	}
 	st.fail(p)
+	if !st.rulesChecked {
+		c.notMirroring(ctx, gt, p)
+	}
 	if !p.transient {
 		c.teardown(key)
 		st.streams = nil
@@ -840,6 +863,7 @@ func (c *Controller) scopes(ctx context.Context, gt *v1.GitTarget, kp *v1.KubePr
 			return c.writeClusterRuleStatus(ctx, cwr, res, denied)
 		})
 	}
+	st.rulesChecked = true
 	return scopes, credentials, statuses, nil
 }
 

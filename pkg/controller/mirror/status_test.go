@@ -204,3 +204,46 @@ func TestASuspendedGitTargetSaysSo(t *testing.T) {
 	assert.Zero(t, testutil.CollectAndCount(metrics.GitTargetReady), "a deleted GitTarget's series goes with it")
 	assert.Empty(t, event.Drain(events), "once")
 }
+
+// TestTheRulesOfATornDownGitTargetSaySo (#29): a GitTarget that stops
+// before its rules are checked (its KubeProvider deleted) tells its rules
+// why, rather than leaving them Resolved for a mirror that is gone; the fix
+// is the GitTarget's, so they are not Stalled.
+func TestTheRulesOfATornDownGitTargetSaySo(t *testing.T) {
+	resolved := v1.WatchRuleStatus{Resolved: []string{"configmaps.v1"}, Conditions: []metav1.Condition{
+		{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Resolved", Message: "1 resources selected."}}}
+	wr := &v1.WatchRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "apps"},
+		Spec: v1.WatchRuleSpec{GitTargetRef: v1.LocalObjectReference{Name: "site"}}, Status: resolved}
+	cwr := &v1.ClusterWatchRule{ObjectMeta: metav1.ObjectMeta{Name: "platform"},
+		Spec: v1.ClusterWatchRuleSpec{GitTargetRef: v1.ObjectReference{Namespace: "team", Name: "site"}}, Status: resolved}
+	gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site"},
+		Spec: v1.GitTargetSpec{KubeProviderRef: v1.LocalObjectReference{Name: "deleted"}}}
+	client := fake.NewSimpleClientset(wr, cwr, gt)
+	index := func(objs ...any) cache.Indexer {
+		i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		for _, o := range objs {
+			require.NoError(t, i.Add(o))
+		}
+		return i
+	}
+	c := &Controller{cfg: Config{Reverser: client, Events: event.New(record.NewFakeRecorder(10))},
+		kps: listers.NewKubeProviderLister(index()), rules: listers.NewWatchRuleLister(index(wr)),
+		clusterRules: listers.NewClusterWatchRuleLister(index(cwr))}
+	st := &observed{}
+	c.ensure(t.Context(), gt, st)
+	require.NotNil(t, st.source)
+	assert.Equal(t, "KubeProviderNotFound", st.source.reason)
+
+	got, err := client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "apps", metav1.GetOptions{})
+	require.NoError(t, err)
+	ready := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, "GitTargetNotReady", ready.Reason)
+	assert.Contains(t, ready.Message, `GitTarget team/site does not mirror (KubeProviderNotFound): KubeProvider "deleted" does not exist`)
+	assert.Nil(t, meta.FindStatusCondition(got.Status.Conditions, v1.ConditionStalled), "the GitTarget is Stalled, not its rule")
+	assert.Empty(t, got.Status.Resolved, "nothing is mirrored")
+	cluster, err := client.ReverserV1alpha1().ClusterWatchRules().Get(t.Context(), "platform", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "GitTargetNotReady", meta.FindStatusCondition(cluster.Status.Conditions, v1.ConditionReady).Reason)
+}
