@@ -478,10 +478,11 @@ func (c *Controller) orphaned(ctx context.Context, ns, name string) error {
 		problemf("GitTargetNotFound", "GitTarget %s/%s does not exist: create it or fix spec.gitTargetRef", ns, name))
 }
 
-// notMirroring says in the status of gt's rules why gt does not mirror,
-// when it stopped before its rules were checked: else they would keep
-// saying Resolved for a mirror that was torn down. The fix is the
-// GitTarget's, so the rules are not Stalled themselves.
+// notMirroring says in the status of gt's rules why gt was torn down, when
+// it stopped before its rules were checked: else they would keep saying
+// Resolved for a mirror that is gone. (A transient failure leaves the mirror
+// running, and its rules as they were.) The fix is the GitTarget's, so the
+// rules are not Stalled themselves.
 func (c *Controller) notMirroring(ctx context.Context, gt *v1.GitTarget, p *problem) {
 	why := &problem{reason: "GitTargetNotReady", transient: true, message: fmt.Sprintf(
 		"GitTarget %s/%s does not mirror (%s): %s", gt.Namespace, gt.Name, p.reason, p.message)}
@@ -585,12 +586,12 @@ func (c *Controller) ensure(ctx context.Context, gt *v1.GitTarget, st *observed)
 		return
 	}
 	st.fail(p)
-	if !st.rulesChecked {
-		c.notMirroring(ctx, gt, p)
-	}
 	if !p.transient {
 		c.teardown(key)
 		st.streams = nil
+		if !st.rulesChecked {
+			c.notMirroring(ctx, gt, p)
+		}
 	}
 }
 

@@ -10,6 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -246,4 +250,28 @@ func TestTheRulesOfATornDownGitTargetSaySo(t *testing.T) {
 	cluster, err := client.ReverserV1alpha1().ClusterWatchRules().Get(t.Context(), "platform", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "GitTargetNotReady", meta.FindStatusCondition(cluster.Status.Conditions, v1.ConditionReady).Reason)
+
+	// A passing failure (the namespace's labels unreadable for a moment)
+	// leaves a mirror running, and its rules as they were.
+	fresh := &v1.WatchRule{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "fresh"},
+		Spec: v1.WatchRuleSpec{GitTargetRef: v1.LocalObjectReference{Name: "site"}}, Status: resolved}
+	client = fake.NewSimpleClientset(fresh)
+	kube := kubefake.NewClientset()
+	kube.PrependReactor("get", "namespaces", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server did not answer")
+	})
+	kp := &v1.KubeProvider{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: v1.KubeProviderSpec{InCluster: true,
+		ConsumerNamespaces: &v1.NamespaceSelection{From: v1.NamespacesFromSelector, Selector: &metav1.LabelSelector{}}}}
+	c = &Controller{cfg: Config{Reverser: client, Kube: kube, Events: event.New(record.NewFakeRecorder(10))},
+		kps: listers.NewKubeProviderLister(index(kp)), nsLister: corelisters.NewNamespaceLister(index()),
+		rules: listers.NewWatchRuleLister(index(fresh)), clusterRules: listers.NewClusterWatchRuleLister(index())}
+	gt.Spec.KubeProviderRef.Name = "local"
+	st = &observed{}
+	c.ensure(t.Context(), gt, st)
+	require.NotNil(t, st.source)
+	assert.Equal(t, "KubeProviderCheckFailed", st.source.reason)
+	assert.True(t, st.source.transient)
+	got, err = client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "fresh", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "Resolved", meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady).Reason)
 }
