@@ -119,13 +119,7 @@ func TestARuleOfAMissingGitTargetSaysSo(t *testing.T) {
 	cluster := &v1.ClusterWatchRule{ObjectMeta: metav1.ObjectMeta{Name: "platform"},
 		Spec: v1.ClusterWatchRuleSpec{GitTargetRef: v1.ObjectReference{Namespace: "team", Name: "gone"}}}
 	client := fake.NewSimpleClientset(orphan, other, cluster)
-	index := func(objs ...any) cache.Indexer {
-		i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		for _, o := range objs {
-			require.NoError(t, i.Add(o))
-		}
-		return i
-	}
+	index := func(objs ...any) cache.Indexer { return indexOf(t, objs...) }
 	events := record.NewFakeRecorder(10)
 	c := &Controller{cfg: Config{Reverser: client, Events: event.New(events)}, targets: listers.NewGitTargetLister(index()),
 		rules: listers.NewWatchRuleLister(index(orphan, other)), clusterRules: listers.NewClusterWatchRuleLister(index(cluster))}
@@ -223,13 +217,7 @@ func TestTheRulesOfATornDownGitTargetSaySo(t *testing.T) {
 	gt := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "site"},
 		Spec: v1.GitTargetSpec{KubeProviderRef: v1.LocalObjectReference{Name: "deleted"}}}
 	client := fake.NewSimpleClientset(wr, cwr, gt)
-	index := func(objs ...any) cache.Indexer {
-		i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		for _, o := range objs {
-			require.NoError(t, i.Add(o))
-		}
-		return i
-	}
+	index := func(objs ...any) cache.Indexer { return indexOf(t, objs...) }
 	c := &Controller{cfg: Config{Reverser: client, Events: event.New(record.NewFakeRecorder(10))},
 		kps: listers.NewKubeProviderLister(index()), rules: listers.NewWatchRuleLister(index(wr)),
 		clusterRules: listers.NewClusterWatchRuleLister(index(cwr))}
@@ -274,4 +262,14 @@ func TestTheRulesOfATornDownGitTargetSaySo(t *testing.T) {
 	got, err = client.ReverserV1alpha1().WatchRules("team").Get(t.Context(), "fresh", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "Resolved", meta.FindStatusCondition(got.Status.Conditions, v1.ConditionReady).Reason)
+}
+
+// indexOf is an informer's index holding objs, for listers.
+func indexOf(t *testing.T, objs ...any) cache.Indexer {
+	t.Helper()
+	i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range objs {
+		require.NoError(t, i.Add(o))
+	}
+	return i
 }
