@@ -20,7 +20,7 @@ all: build
 ## build: the servers and the kubectl plugin; tools: the local Git server and
 ## control plane runner. Each is one go build (hack/build.sh).
 build:
-	@LDFLAGS='$(LDFLAGS)' hack/build.sh $(notdir $(BINARIES))
+	@REVERSER_LDFLAGS='$(LDFLAGS)' hack/build.sh $(notdir $(BINARIES))
 
 tools:
 	@hack/build.sh $(notdir $(TOOLS))

@@ -2,7 +2,8 @@
 # Builds Reverser's binaries into bin/ with one `go build`, so that the
 # packages they share compile once and their links run side by side:
 #   hack/build.sh [NAME...]   (default: all of them)
-# NAME is a binary below. LDFLAGS (from the Makefile) stamps the version.
+# NAME is a binary below. REVERSER_LDFLAGS (the Makefile sets it) stamps the
+# version.
 set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${ROOT}"
@@ -26,7 +27,7 @@ mkdir -p bin
 tmp=$(mktemp -d bin/.build.XXXXXX)
 trap 'rm -rf "${tmp}"' EXIT
 # go build -o DIR names each binary after its package's directory.
-go build -ldflags "${LDFLAGS:-}" -o "${tmp}/" "${list[@]}"
+go build -ldflags "${REVERSER_LDFLAGS:-}" -o "${tmp}/" "${list[@]}"
 for n in "${names[@]}"; do
   mv "${tmp}/$(basename "${pkgs[${n}]}")" "bin/${n}"
 done
