@@ -704,55 +704,57 @@ type servicePort struct {
 	Name string `json:"name"`
 }
 
-// TestTheServiceMonitorsJobIsTheAlerts (#29): the job the ServiceMonitor
-// gives the controller's metrics Service is the job alerts.yaml selects, and
-// its port is one the Service has; ReverserControllerAbsent fired on a
-// healthy install when the job was the Service's name.
+// TestTheServiceMonitorsJobIsTheAlerts (#29): the job each ServiceMonitor
+// gives its server's Service is the job alerts.yaml selects, and its port is
+// one the Service has; ReverserControllerAbsent fired on a healthy install
+// when the job was the Service's name, and nothing scraped the API server.
 func TestTheServiceMonitorsJobIsTheAlerts(t *testing.T) {
-	var sm struct {
-		Spec struct {
-			JobLabel string `json:"jobLabel"`
-			Selector struct {
-				MatchLabels map[string]string `json:"matchLabels"`
-			} `json:"selector"`
-			Endpoints []struct {
-				Port string `json:"port"`
-			} `json:"endpoints"`
-		} `json:"spec"`
-	}
-	b, err := os.ReadFile(filepath.Join(monitoringDir, "servicemonitor", "servicemonitor.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(b, &sm), "servicemonitor.yaml")
-
-	type service struct {
-		Kind     string `json:"kind"`
-		Metadata struct {
-			Name   string            `json:"name"`
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-		Spec struct {
-			Ports []servicePort `json:"ports"`
-		} `json:"spec"`
-	}
-	b, err = os.ReadFile("../../artifacts/deploy/base/controller.yaml")
-	require.NoError(t, err)
-	var selected []service
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		var s service
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &s))
-		if s.Kind == "Service" && labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(s.Metadata.Labels)) {
-			selected = append(selected, s)
-		}
-	}
-	require.Len(t, selected, 1, "the ServiceMonitor selects the metrics Service alone")
-	job := selected[0].Metadata.Labels[sm.Spec.JobLabel]
-	require.NotEmpty(t, job, "Service %s has no label %q: the job would be its name", selected[0].Metadata.Name, sm.Spec.JobLabel)
 	alerts, err := os.ReadFile(filepath.Join(monitoringDir, "alerts.yaml"))
 	require.NoError(t, err)
-	assert.Contains(t, string(alerts), `up{job="`+job+`"}`, "the alerts select the job the ServiceMonitor makes")
-	for _, e := range sm.Spec.Endpoints {
-		assert.True(t, slices.ContainsFunc(selected[0].Spec.Ports, func(p servicePort) bool { return p.Name == e.Port }),
-			"port %q is not the Service's", e.Port)
+	for monitor, manifest := range map[string]string{"servicemonitor.yaml": "controller.yaml", "apiserver.yaml": "apiserver.yaml"} {
+		var sm struct {
+			Spec struct {
+				JobLabel string `json:"jobLabel"`
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				Endpoints []struct {
+					Port string `json:"port"`
+				} `json:"endpoints"`
+			} `json:"spec"`
+		}
+		b, err := os.ReadFile(filepath.Join(monitoringDir, "servicemonitor", monitor))
+		require.NoError(t, err)
+		require.NoError(t, yaml.Unmarshal(b, &sm), monitor)
+
+		type service struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec struct {
+				Ports []servicePort `json:"ports"`
+			} `json:"spec"`
+		}
+		b, err = os.ReadFile("../../artifacts/deploy/base/" + manifest)
+		require.NoError(t, err)
+		var selected []service
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			var s service
+			require.NoError(t, yaml.Unmarshal([]byte(doc), &s))
+			if s.Kind == "Service" && labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(s.Metadata.Labels)) {
+				selected = append(selected, s)
+			}
+		}
+		require.Len(t, selected, 1, "%s selects one Service of %s", monitor, manifest)
+		job := selected[0].Metadata.Labels[sm.Spec.JobLabel]
+		require.NotEmpty(t, job, "Service %s has no label %q: the job would be its name", selected[0].Metadata.Name, sm.Spec.JobLabel)
+		assert.Contains(t, string(alerts), `up{job="`+job+`"}`, "the alerts select the job %s makes", monitor)
+		for _, e := range sm.Spec.Endpoints {
+			assert.True(t, slices.ContainsFunc(selected[0].Spec.Ports, func(p servicePort) bool { return p.Name == e.Port }),
+				"%s: port %q is not the Service's", monitor, e.Port)
+		}
 	}
 }
 

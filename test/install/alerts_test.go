@@ -51,36 +51,17 @@ type scraper struct {
 	controllerURL string
 	apiserver     *http.Client
 	apiserverURL  string
-	// controllerJob is the job the ServiceMonitor gives the controller.
-	controllerJob string
-	series        memSeries
+	// controllerJob and apiserverJob are the jobs the ServiceMonitors give
+	// the servers.
+	controllerJob, apiserverJob string
+	series                      memSeries
 }
 
-// newScraper reads the controller's job from the ServiceMonitor and the
+// newScraper reads each server's job from its ServiceMonitor and the
 // Service it selects in the cluster, and reaches the API server with the
 // admin's client certificate, trusting the CA the APIService trusts.
 func newScraper(t *testing.T, metricsAddr string, apiPort int) *scraper {
 	t.Helper()
-	var sm struct {
-		Spec struct {
-			JobLabel string `json:"jobLabel"`
-			Selector struct {
-				MatchLabels map[string]string `json:"matchLabels"`
-			} `json:"selector"`
-		} `json:"spec"`
-	}
-	b, err := os.ReadFile(filepath.Join(root, "artifacts", "monitoring", "servicemonitor", "servicemonitor.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(b, &sm))
-	var selector []string
-	for k, v := range sm.Spec.Selector.MatchLabels {
-		selector = append(selector, k+"="+v)
-	}
-	job := kubectlOK(t, env.KubeconfigAdmin, "", "get", "service", "-n", ns, "-l", strings.Join(selector, ","),
-		"-o", fmt.Sprintf("jsonpath={.items[*].metadata.labels.%s}", strings.ReplaceAll(sm.Spec.JobLabel, ".", `\.`)))
-	require.NotEmpty(t, job, "the Service the ServiceMonitor selects has no label %s", sm.Spec.JobLabel)
-	require.NotContains(t, job, " ", "the ServiceMonitor selects more than one Service")
-
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
 	require.NoError(t, err)
 	ca, err := base64.StdEncoding.DecodeString(kubectlOK(t, env.KubeconfigAdmin, "", "get", "apiservice", "v1alpha1.reverser.dev",
@@ -91,14 +72,41 @@ func newScraper(t *testing.T, metricsAddr string, apiPort int) *scraper {
 	client, err := rest.HTTPClientFor(cfg)
 	require.NoError(t, err)
 	return &scraper{controllerURL: "http://" + metricsAddr + "/metrics", apiserver: client,
-		apiserverURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", apiPort), controllerJob: job, series: memSeries{}}
+		apiserverURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", apiPort), series: memSeries{},
+		controllerJob: monitoredJob(t, "servicemonitor.yaml"), apiserverJob: monitoredJob(t, "apiserver.yaml")}
+}
+
+// monitoredJob is the job a ServiceMonitor of artifacts/monitoring gives the
+// Service it selects in the installed cluster.
+func monitoredJob(t *testing.T, file string) string {
+	t.Helper()
+	var sm struct {
+		Spec struct {
+			JobLabel string `json:"jobLabel"`
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+		} `json:"spec"`
+	}
+	b, err := os.ReadFile(filepath.Join(root, "artifacts", "monitoring", "servicemonitor", file))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, &sm))
+	var selector []string
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		selector = append(selector, k+"="+v)
+	}
+	job := kubectlOK(t, env.KubeconfigAdmin, "", "get", "service", "-n", ns, "-l", strings.Join(selector, ","),
+		"-o", fmt.Sprintf("jsonpath={.items[*].metadata.labels.%s}", strings.ReplaceAll(sm.Spec.JobLabel, ".", `\.`)))
+	require.NotEmpty(t, job, "%s: the Service it selects has no label %s", file, sm.Spec.JobLabel)
+	require.NotContains(t, job, " ", "%s selects more than one Service", file)
+	return job
 }
 
 // scrape reads both servers once, at now.
 func (s *scraper) scrape(t *testing.T) {
 	t.Helper()
 	s.load(t, http.DefaultClient, s.controllerURL, s.controllerJob)
-	s.load(t, s.apiserver, s.apiserverURL, "reverser-apiserver")
+	s.load(t, s.apiserver, s.apiserverURL, s.apiserverJob)
 }
 
 func (s *scraper) load(t *testing.T, client *http.Client, url, job string) {
@@ -196,7 +204,7 @@ func alertsOnALiveScrape(t *testing.T, s *scraper) {
 	// the controller's job, and a request of the API server's.
 	for _, expr := range []string{
 		fmt.Sprintf(`sum by (namespace, job) (reverser_leader{job=%q}) == 1`, s.controllerJob),
-		`sum(apiserver_request_total{job="reverser-apiserver", group="reverser.dev"}) > 0`,
+		fmt.Sprintf(`sum(apiserver_request_total{job=%q, group="reverser.dev"}) > 0`, s.apiserverJob),
 	} {
 		q, err := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e7, Timeout: time.Minute}).NewInstantQuery(context.Background(), s.series, nil, expr, at)
 		require.NoError(t, err)
