@@ -254,9 +254,9 @@ func TestAConflictingFolderTellsNoOtherTenantsTarget(t *testing.T) {
 	assert.NotContains(t, msg, "team/apps")
 	stalled, _, _ := condition(t, v1.ConditionStalled, "gittarget", "-n", tn.ns, "site")
 	assert.Equal(t, "True", stalled)
-	never(t, 10*time.Second, "bob's ConfigMap in the platform's repository", func() bool {
-		return slices.ContainsFunc(platform.files(), func(p string) bool { return strings.Contains(p, tn.ns) })
-	})
+	reconciled(t, tn.ns, "site")
+	_, reason, _ := condition(t, v1.ConditionReady, "gittarget", "-n", tn.ns, "site")
+	assert.Equal(t, "PathConflict", reason, "still in conflict after a reconcile")
 	assert.Equal(t, before, platform.files(), "the repository as the platform team left it")
 }
 
@@ -330,10 +330,10 @@ func TestASquatterWithoutPushRightsHoldsNoFolder(t *testing.T) {
 	platform.waitReady()
 	kubectlOK(t, admin, "", "create", "configmap", "-n", platform.ns, "theirs", "--from-literal=a=1")
 	platform.waitFile("team/apps/"+platform.ns+"/configmaps/theirs.yaml", exists, "the platform's ConfigMap mirrored")
-	never(t, 5*time.Second, "bob's ConfigMap in the platform's repository", func() bool {
-		return slices.ContainsFunc(platform.files(), func(p string) bool { return strings.Contains(p, tn.ns) })
-	})
+	reconciled(t, tn.ns, "site")
 	_, reason, _ := condition(t, v1.ConditionReady, "gittarget", "-n", tn.ns, "site")
-	assert.Equal(t, "PushNotAllowed", reason, "still stopped")
+	assert.Equal(t, "PushNotAllowed", reason, "still stopped after a reconcile")
+	assert.False(t, slices.ContainsFunc(platform.files(), func(p string) bool { return strings.Contains(p, tn.ns) }),
+		"bob's ConfigMap in the platform's repository")
 	noPlaintext(t, platform, password)
 }

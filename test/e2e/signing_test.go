@@ -59,8 +59,10 @@ func TestSignedCommits(t *testing.T) {
 	})
 	assert.Contains(t, conditionMessage(f.gitTarget().Status.Conditions, v1.ConditionReady), "remove spec.signing to push unsigned commits")
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "early", "--from-literal=a=1")
-	require.Never(t, func() bool { return len(f.authorsOf()) > 0 && f.authorsOf()[0] != "" }, 3*time.Second, 200*time.Millisecond,
-		"nothing is pushed unsigned")
+	reconciled(t, f.ns, "site")
+	_, reason, _ := condition(t, v1.ConditionReady, "gittarget", "-n", f.ns, "site")
+	assert.Equal(t, "SigningKeyNotFound", reason, "still stalled after a reconcile")
+	assert.False(t, len(f.authorsOf()) > 0 && f.authorsOf()[0] != "", "nothing is pushed unsigned")
 
 	kubectlOK(t, admin, "", "create", "secret", "generic", "-n", f.ns, "signer", "--from-literal=identity="+private)
 	f.waitReady()

@@ -415,7 +415,10 @@ func TestARemoteProviderLendsNothingImplicitly(t *testing.T) {
 	atOK(t, s.src.KubeconfigAdmin, "", "create", "configmap", "-n", s.ns, "theirs", "--from-literal=a=1")
 	msg := waitCondition(t, time.Minute, v1.ConditionReady, "False", "NotLent", "watchrule", "-n", s.ns, "rules")
 	assert.Contains(t, msg, "spec.lendSameNamespaces")
-	never(t, 10*time.Second, "a file of the unlent namespace in Git", func() bool { return len(s.files()) > 0 })
+	reconciled(t, s.ns, "site")
+	_, reason, _ := condition(t, v1.ConditionReady, "watchrule", "-n", s.ns, "rules")
+	assert.Equal(t, "NotLent", reason, "still not lent after a reconcile")
+	assert.Empty(t, s.files(), "a file of the unlent namespace in Git")
 
 	kubectlOK(t, admin, "", "patch", "kubeprovider", s.kp, "--type=merge", "-p", `{"spec":{"lendSameNamespaces":true}}`)
 	waitCondition(t, time.Minute, v1.ConditionReady, "True", "Resolved", "watchrule", "-n", s.ns, "rules")

@@ -135,11 +135,24 @@ func waitDescribed(t *testing.T, timeout time.Duration, kind, namespace, name st
 	return out
 }
 
-// never polls cond for d and fails if it ever holds: the way to show that
-// something stays out of Git for longer than any window and grace.
+// never polls cond for d and fails if it ever holds: left for what only
+// time shows, such as an applier's own schedule not firing or a claim the
+// controller refused staying untouched over a resync. What stays out of
+// Git waits for a barrier instead (mirrorFixture.barrier, reconciled).
 func never(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	harness.Never(t, d, what, cond)
+}
+
+// reconciled is the barrier of a stopped GitTarget: it asks the controller
+// to reconcile ns/name now and returns once the answer is in its status
+// (kubectl reverser reconcile). Only a reconcile starts a worker, so a
+// target still stopped after it has run none that could have written a
+// change made before the request.
+func reconciled(t *testing.T, ns, name string) {
+	t.Helper()
+	out, err := plugin(admin, "reconcile", name, "-n", ns, "--timeout", "1m")
+	require.NoError(t, err, out)
 }
 
 // noFileContains fails when any file of the repository's main branch has
@@ -388,9 +401,11 @@ func TestRevocationStopsTheMirror(t *testing.T) {
 				}
 			}
 			edit(t, tn, "after")
-			never(t, 5*time.Second, "a commit after the precondition was withdrawn", func() bool {
-				return slices.ContainsFunc(tn.files(), func(p string) bool { return strings.HasSuffix(p, "/after.yaml") })
-			})
+			reconciled(t, tn.ns, "site")
+			running, _, _ := condition(t, v1.ConditionStreamsRunning, "gittarget", "-n", tn.ns, "site")
+			assert.Equal(t, "False", running, "still stopped after a reconcile")
+			assert.False(t, slices.ContainsFunc(tn.files(), func(p string) bool { return strings.HasSuffix(p, "/after.yaml") }),
+				"a commit after the precondition was withdrawn")
 			noPlaintext(t, tn.mirrorFixture, revokedPassword)
 		})
 	}
