@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds Flux's source-controller and kustomize-controller from the Go module
-# proxy (hack/tools/flux-source, hack/tools/flux-kustomize) into a cache
-# keyed by version, copies their CRDs next to them, and prints the
-# directory. A warm cache is reused: only the first run pays (~3 minutes and
-# ~1.8 GB of memory per controller on 2 cores).
+# proxy (hack/tools/flux, one module and one go build for both, so what they
+# share compiles once) into a cache keyed by version and by that module's
+# go.sum, copies their CRDs next to them, and prints the directory. A warm
+# cache is reused: only the first run pays.
 #
 # Argo CD's Application CRD is copied beside them (crds/argocd) from the
 # github.com/argoproj/argo-cd/v3 module: its controllers cannot be built from
@@ -15,7 +15,9 @@ set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FLUX_VERSION=v1.9.6
-CACHE=${REVERSER_CACHE:-${HOME}/.cache/reverser}/flux/${FLUX_VERSION}
+MODULE_DIR=${ROOT}/hack/tools/flux
+# A change of the module's requirements is another build.
+CACHE=${REVERSER_CACHE:-${HOME}/.cache/reverser}/flux/${FLUX_VERSION}-$(sha256sum "${MODULE_DIR}/go.sum" | cut -c1-12)
 CONTROLLERS=(source kustomize)
 ARGOCD_MODULE=github.com/argoproj/argo-cd/v3@v3.5.6
 ARGOCD_CRD=${CACHE}/crds/argocd/application-crd.yaml
@@ -41,15 +43,18 @@ mkdir -p "${CACHE}/crds"
 tmp=$(mktemp -d "${CACHE}/.build.XXXXXX")
 trap 'rm -rf "${tmp}"' EXIT
 
+start=${SECONDS}
+cd "${MODULE_DIR}"
+modules=()
+for c in "${missing[@]}"; do modules+=("github.com/fluxcd/${c}-controller"); done
+# go build -o DIR names each binary after its module: source-controller,
+# kustomize-controller.
+go build -trimpath -ldflags "-s -w" -o "${tmp}/" "${modules[@]}"
 for c in "${missing[@]}"; do
-  start=${SECONDS}
-  cd "${ROOT}/hack/tools/flux-${c}"
-  module=github.com/fluxcd/${c}-controller
-  go build -trimpath -ldflags "-s -w" -o "${tmp}/${c}-controller" "${module}"
-  dir=$(go list -m -f '{{.Dir}}' "${module}")
+  dir=$(go list -m -f '{{.Dir}}' "github.com/fluxcd/${c}-controller")
   rm -rf "${tmp}/crds-${c}" && cp -r "${dir}/config/crd/bases" "${tmp}/crds-${c}" && chmod -R u+w "${tmp}/crds-${c}"
   rm -rf "${CACHE}/crds/${c}" && mv "${tmp}/crds-${c}" "${CACHE}/crds/${c}"
   mv "${tmp}/${c}-controller" "${CACHE}/${c}-controller"   # last: a cut build never looks complete
-  echo "  built ${c}-controller in $((SECONDS - start))s" >&2
 done
+echo "  built ${missing[*]}-controller in $((SECONDS - start))s" >&2
 echo "${CACHE}"

@@ -18,8 +18,7 @@ say "Building (the first run downloads and compiles Reverser, Kubernetes and Flu
 # network and the CPU work at once.
 prefetch() {
   (cd hack/tools/controlplane && go list -deps ./etcd k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
-  (cd hack/tools/flux-source && go list -deps github.com/fluxcd/source-controller)
-  (cd hack/tools/flux-kustomize && go list -deps github.com/fluxcd/kustomize-controller)
+  (cd hack/tools/flux && go list -deps github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller)
 }
 prefetch >/dev/null 2>&1 &
 step "Reverser: servers, kubectl plugin, Git server, control plane runner" make --no-print-directory build tools
