@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver and kube-controller-manager from the Go module
 # proxy (hack/tools/controlplane) into a cache keyed by version, and prints
-# the directory. A warm cache is reused: only the first run pays (~10 minutes
+# the directory. A warm cache is reused: only the first run pays (~6 minutes
 # and ~2.5 GB of memory on 2 cores).
 #
 #   REVERSER_CACHE   cache root (default $HOME/.cache/reverser)

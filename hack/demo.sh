@@ -13,7 +13,7 @@ show() { printf '$ %s\n' "$*"; "$@"; }
 # shellcheck source=hack/lib/progress.sh
 source hack/lib/progress.sh
 
-say "Building (the first run downloads and compiles Reverser, Kubernetes and Flux: about 36 minutes on two cores; then seconds)"
+say "Building (the first run downloads and compiles Reverser, Kubernetes and Flux: about 16 minutes on two cores; then seconds)"
 # The Kubernetes and Flux modules download while Reverser compiles: the
 # network and the CPU work at once.
 prefetch() {
