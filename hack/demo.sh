@@ -128,6 +128,23 @@ else
 fi
 echo "(See docs/security.md: what an admin lends, and what each rule's author must be allowed.)"
 
+say "admin may read kube-system, but KubeProvider local lends only namespace demo: the controller refuses admin's rule too, on the rule and in the GitTarget's Events"
+kubectl apply --server-side -f - >/dev/null <<YAML
+apiVersion: reverser.dev/v1alpha1
+kind: WatchRule
+metadata: {name: kube-system-configmaps, namespace: demo}
+spec:
+  gitTargetRef: {name: site}
+  sourceNamespace: kube-system
+  rules:
+  - apiGroups: [""]
+    resources: [configmaps]
+YAML
+show kubectl wait -n demo watchrule/kube-system-configmaps --for=condition=Ready=false --timeout=30s
+show kubectl get watchrule kube-system-configmaps -n demo \
+  -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.reason}: {.message}{"\n"}{end}'
+kubectl delete watchrule kube-system-configmaps -n demo >/dev/null
+
 say "Secrets are written only encrypted: a GitTarget with an age recipient writes each as a SOPS document"
 keys="${LOCAL_DIR}/demo.agekey"
 [[ -f "${keys}" ]] || go run filippo.io/age/cmd/age-keygen -o "${keys}" 2>/dev/null
@@ -281,6 +298,10 @@ show kubectl --kubeconfig "${SOURCE_KUBECONFIG_ALICE}" -n demo create configmap 
 show bin/kubectl-reverser --kubeconfig "${SOURCE_KUBECONFIG_ALICE}" save source-site -n demo --target-namespace demo \
   -m "Add on-the-source, saved on the source cluster"
 show git -C "${repo}" log -1 --stat --format='%h %an <%ae> | %s' main
+
+say "kubectl describe gittarget site: its Events tell what happened to it (pushes, the refused rule, saves)"
+printf '$ kubectl describe gittarget site -n demo | sed -n "/^Events:/,\$p"\n'
+kubectl describe gittarget site -n demo | sed -n '/^Events:/,$p'
 
 say "Next"
 cat <<TEXT
