@@ -589,40 +589,6 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-func freePorts() (ports, error) {
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	next := func() (int, error) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		listeners = append(listeners, l)
-		return l.Addr().(*net.TCPAddr).Port, nil
-	}
-	var p ports
-	for _, dst := range []*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole,
-		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth, &p.pprof} {
-		n, err := next()
-		if err != nil {
-			return p, fmt.Errorf("finding a free port: %w", err)
-		}
-		*dst = n
-	}
-	for _, dst := range p.ha.all() {
-		n, err := next()
-		if err != nil {
-			return p, fmt.Errorf("finding a free port: %w", err)
-		}
-		*dst = n
-	}
-	return p, nil
-}
-
 // startFlux installs Flux's CRDs and starts its two controllers out of
 // cluster, on loopback ports, and waits until both are ready.
 func startFlux(ctx context.Context, env *Env, bin string, p ports) error {

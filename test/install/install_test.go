@@ -9,7 +9,6 @@
 package install
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,10 +56,9 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.ReservePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // testOverlay is artifacts/deploy with the API server's Service turned

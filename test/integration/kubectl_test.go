@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/harness"
 )
 
@@ -122,8 +122,7 @@ func runOK(t *testing.T, run func(string, ...string) (string, error), stdin stri
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := controlplane.ReservePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
