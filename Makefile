@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X reverser.dev/reverser/pkg/version.Version=$(VERSION) -X reve
 LOCAL_DIR ?= _output/local
 
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
-TOOLS := bin/reverser-gitserver bin/reverser-controlplane
+TOOLS := bin/reverser-gitserver bin/reverser-redis bin/reverser-controlplane
 
 .PHONY: all build tools images test unit integration e2e faults bench control-plane up start-built down demo verify fmt vet lint codegen verify-codegen verify-architecture verify-docs funclen clean
 
@@ -51,14 +51,14 @@ bench: control-plane
 e2e: control-plane
 	$(GO) test -count=1 -timeout 30m -v ./test/e2e/...
 
-## up/down: the local control plane, state in $(LOCAL_DIR).
+## up/down: the local control plane, state in $(LOCAL_DIR); ARGOCD=1 make up also runs Argo CD.
 up: build tools
 	@$(MAKE) --no-print-directory start-built
 
 # start-built: make up without building bin/ first (make demo has just built it).
 start-built:
 	@bin/reverser-controlplane up --dir $(LOCAL_DIR) --bin bin --control-plane-bin "$$(hack/build-control-plane.sh)" \
-		--flux-bin "$$(hack/build-flux.sh)"
+		--flux-bin "$$(hack/build-flux.sh)" $(if $(ARGOCD),--argocd-bin "$$(hack/build-argocd.sh)")
 
 down:
 	@if [ -x bin/reverser-controlplane ]; then bin/reverser-controlplane down --dir $(LOCAL_DIR); \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Argo CD's application controller and repo server from the Go module
-# proxy into a cache keyed by version, copies its Application and AppProject
-# CRDs next to them, and prints the directory. A warm cache is reused: only
+# proxy into a cache keyed by version, copies its core install manifest
+# (CRDs, ServiceAccounts, RBAC, ConfigMaps: what the local plane applies of
+# it) next to them, and prints the directory. A warm cache is reused: only
 # the first run pays.
 #
 # Argo CD v3 cannot be built from the module proxy (docs/appliers.md says
@@ -18,11 +19,24 @@ ARGOCD_VERSION=v2.14.21
 MODULE=github.com/argoproj/argo-cd/v2
 CACHE=${REVERSER_CACHE:-${HOME}/.cache/reverser}/argocd/${ARGOCD_VERSION}
 NAMES=(argocd-application-controller argocd-repo-server)
-CRDS=(application-crd.yaml appproject-crd.yaml)
+MANIFEST=core-install.yaml
+
+# The module's source, downloaded once into the module cache.
+source_dir() {
+  local d
+  d=$(cd "${TMPDIR:-/tmp}" && go mod download -json "${MODULE}@${ARGOCD_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -n "${d}" ]] || { echo "argo-cd: go mod download ${MODULE}@${ARGOCD_VERSION} named no directory" >&2; exit 1; }
+  echo "${d}"
+}
+
+mkdir -p "${CACHE}"
+if [[ ! -f "${CACHE}/${MANIFEST}" ]]; then
+  cp "$(source_dir)/manifests/${MANIFEST}" "${CACHE}/${MANIFEST}.tmp"
+  chmod u+w "${CACHE}/${MANIFEST}.tmp" && mv "${CACHE}/${MANIFEST}.tmp" "${CACHE}/${MANIFEST}"
+fi
 
 complete=true
 for f in argocd "${NAMES[@]}"; do [[ -x "${CACHE}/${f}" ]] || complete=false; done
-for f in "${CRDS[@]}"; do [[ -f "${CACHE}/crds/${f}" ]] || complete=false; done
 if ${complete}; then
   echo "argo-cd ${ARGOCD_VERSION}: cache hit in ${CACHE}" >&2
   echo "${CACHE}"
@@ -31,13 +45,10 @@ fi
 
 echo "argo-cd ${ARGOCD_VERSION}: building argocd into ${CACHE} (cold build, several minutes)" >&2
 start=${SECONDS}
-mkdir -p "${CACHE}"
 tmp=$(mktemp -d "${CACHE}/.build.XXXXXX")
 trap 'chmod -R u+w "${tmp}" 2>/dev/null; rm -rf "${tmp}"' EXIT
 
-dir=$(cd "${tmp}" && go mod download -json "${MODULE}@${ARGOCD_VERSION}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-[[ -n "${dir}" ]] || { echo "argo-cd: go mod download ${MODULE}@${ARGOCD_VERSION} named no directory" >&2; exit 1; }
-cp -r "${dir}" "${tmp}/src" && chmod -R u+w "${tmp}/src"
+cp -r "$(source_dir)" "${tmp}/src" && chmod -R u+w "${tmp}/src"
 
 # The version Argo CD reports (and stamps on what it writes), as its Makefile
 # sets it.
@@ -45,10 +56,6 @@ ldflags="-s -w -X ${MODULE}/common.version=${ARGOCD_VERSION#v} -X ${MODULE}/comm
 ldflags+=" -X ${MODULE}/common.gitTreeState=clean"
 (cd "${tmp}/src" && GOFLAGS=-buildvcs=false go build -trimpath -ldflags "${ldflags}" -o "${tmp}/argocd" ./cmd)
 
-mkdir -p "${tmp}/crds"
-for f in "${CRDS[@]}"; do cp "${tmp}/src/manifests/crds/${f}" "${tmp}/crds/${f}"; done
-chmod -R u+w "${tmp}/crds"
-rm -rf "${CACHE}/crds" && mv "${tmp}/crds" "${CACHE}/crds"
 for n in "${NAMES[@]}"; do ln -sfn argocd "${CACHE}/${n}"; done
 mv "${tmp}/argocd" "${CACHE}/argocd"   # last: a cut build never looks complete
 echo "  built argocd in $((SECONDS - start))s" >&2

@@ -5,11 +5,6 @@
 # go.sum, copies their CRDs next to them, and prints the directory. A warm
 # cache is reused: only the first run pays.
 #
-# Argo CD's Application CRD is copied beside them (crds/argocd) from the
-# github.com/argoproj/argo-cd/v3 module: its controllers cannot be built from
-# the module proxy (docs/appliers.md says why), but ArgoCDClaims are tested
-# against the real CRD.
-#
 #   REVERSER_CACHE   cache root (default $HOME/.cache/reverser)
 set -o errexit -o nounset -o pipefail
 
@@ -19,19 +14,11 @@ MODULE_DIR=${ROOT}/hack/tools/flux
 # A change of the module's requirements is another build.
 CACHE=${REVERSER_CACHE:-${HOME}/.cache/reverser}/flux/${FLUX_VERSION}-$(sha256sum "${MODULE_DIR}/go.sum" | cut -c1-12)
 CONTROLLERS=(source kustomize)
-ARGOCD_MODULE=github.com/argoproj/argo-cd/v3@v3.5.6
-ARGOCD_CRD=${CACHE}/crds/argocd/application-crd.yaml
 
 missing=()
 for c in "${CONTROLLERS[@]}"; do
   [[ -x "${CACHE}/${c}-controller" && -d "${CACHE}/crds/${c}" ]] || missing+=("${c}")
 done
-if [[ ! -f "${ARGOCD_CRD}" ]]; then
-  dir=$(cd "${TMPDIR:-/tmp}" && go mod download -json "${ARGOCD_MODULE}" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  mkdir -p "${CACHE}/crds/argocd"
-  cp "${dir}/manifests/crds/application-crd.yaml" "${ARGOCD_CRD}.tmp" && chmod u+w "${ARGOCD_CRD}.tmp" && mv "${ARGOCD_CRD}.tmp" "${ARGOCD_CRD}"
-  echo "argo-cd: Application CRD from ${ARGOCD_MODULE}" >&2
-fi
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "flux ${FLUX_VERSION}: cache hit in ${CACHE}" >&2
   echo "${CACHE}"

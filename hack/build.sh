@@ -13,10 +13,11 @@ declare -A pkgs=(
   [reverser-controller]=./cmd/controller
   [kubectl-reverser]=./cmd/kubectl-reverser
   [reverser-gitserver]=./hack/gitserver
+  [reverser-redis]=./hack/redis
   [reverser-controlplane]=./hack/controlplane
 )
 names=("$@")
-[[ ${#names[@]} -gt 0 ]] || names=(reverser-apiserver reverser-controller kubectl-reverser reverser-gitserver reverser-controlplane)
+[[ ${#names[@]} -gt 0 ]] || names=(reverser-apiserver reverser-controller kubectl-reverser reverser-gitserver reverser-redis reverser-controlplane)
 
 list=()
 for n in "${names[@]}"; do

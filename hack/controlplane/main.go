@@ -22,6 +22,7 @@ func main() {
 	cpBin := fs.String("control-plane-bin", "", "directory with etcd, kube-apiserver and kube-controller-manager")
 	bin := fs.String("bin", "bin", "directory with reverser-apiserver and reverser-gitserver")
 	fluxBin := fs.String("flux-bin", "", "directory with Flux's controllers and CRDs (hack/build-flux.sh prints it); empty runs no Flux")
+	argoBin := fs.String("argocd-bin", "", "directory with Argo CD's controllers and core-install.yaml (hack/build-argocd.sh prints it); empty runs no Argo CD")
 	name := fs.String("name", "source", "source: the source cluster's name, and the KubeProvider whose audit route it posts to")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: reverser-controlplane up|down|source [flags]")
@@ -40,7 +41,7 @@ func main() {
 		start := time.Now()
 		fmt.Println("Starting the local control plane:")
 		env, err := controlplane.Up(ctx, controlplane.Options{Dir: *dir, ControlPlaneBin: *cpBin, ReverserBin: *bin,
-			FluxBin: *fluxBin, Progress: os.Stdout})
+			FluxBin: *fluxBin, ArgoCDBin: *argoBin, Progress: os.Stdout})
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "make up failed: %v\nLogs are in %s/logs.\n", err, *dir)
 			os.Exit(1)

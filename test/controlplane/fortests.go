@@ -37,7 +37,7 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 	bin := filepath.Join(root, "_output", name, "bin")
 	for binary, pkg := range map[string]string{
 		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
-		"reverser-blackhole": "./hack/blackhole",
+		"reverser-blackhole": "./hack/blackhole", "reverser-redis": "./hack/redis",
 	} {
 		if _, err := Run(ctx, root, progress, "go", "build", "-o", filepath.Join(bin, binary), pkg); err != nil {
 			return nil, nil, fmt.Errorf("building %s: %w", binary, err)
@@ -62,6 +62,16 @@ func BuildFlux(ctx context.Context, root string, progress io.Writer) (string, er
 	dir, err := Run(ctx, root, progress, "bash", "hack/build-flux.sh")
 	if err != nil {
 		return "", fmt.Errorf("building Flux: %w", err)
+	}
+	return dir, nil
+}
+
+// BuildArgoCD builds (or finds in the cache) Argo CD's controllers with
+// hack/build-argocd.sh and returns their directory, for Options.ArgoCDBin.
+func BuildArgoCD(ctx context.Context, root string, progress io.Writer) (string, error) {
+	dir, err := Run(ctx, root, progress, "bash", "hack/build-argocd.sh")
+	if err != nil {
+		return "", fmt.Errorf("building Argo CD: %w", err)
 	}
 	return dir, nil
 }

@@ -99,7 +99,8 @@ func ephemeralFloor() int {
 // all is every port of the plane, for choosing them.
 func (p *ports) all() []*int {
 	return append([]*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole,
-		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth, &p.pprof}, p.ha.all()...)
+		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth, &p.pprof,
+		&p.argoRedis, &p.argoRepo, &p.argoRepoMetrics, &p.argoControllerMetrics}, p.ha.all()...)
 }
 
 func freePorts() (ports, error) {

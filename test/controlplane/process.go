@@ -105,7 +105,8 @@ func stopProcesses(dir string) error {
 }
 
 func orderForStop(files []string) []string {
-	rank := map[string]int{"reverser-controller": 0, "git-server": 0, "blackhole": 1, "flux-source-controller": 1, "flux-kustomize-controller": 1, "reverser-apiserver": 1, "kube-controller-manager": 2, "kube-apiserver": 3, "etcd": 4}
+	rank := map[string]int{"reverser-controller": 0, "git-server": 0, "blackhole": 1, "flux-source-controller": 1, "flux-kustomize-controller": 1,
+		"argocd-application-controller": 1, "argocd-repo-server": 1, "argocd-redis": 1, "reverser-apiserver": 1, "kube-controller-manager": 2, "kube-apiserver": 3, "etcd": 4}
 	name := func(f string) string { return strings.TrimSuffix(filepath.Base(f), ".pid") }
 	out := append([]string(nil), files...)
 	sort.SliceStable(out, func(i, j int) bool { return rank[name(out[i])] < rank[name(out[j])] })

@@ -54,6 +54,11 @@ type Options struct {
 	// builds them: Up installs the CRDs and runs both controllers out of
 	// cluster, in FluxNamespace, each as its own service account.
 	FluxBin string
+	// ArgoCDBin, when set, holds Argo CD's application controller, repo
+	// server and core-install.yaml, as hack/build-argocd.sh builds them: Up
+	// installs what that manifest gives them and runs both out of cluster,
+	// in ArgoCDNamespace, with reverser-redis (from ReverserBin).
+	ArgoCDBin string
 	// NoReverser starts neither reverser-apiserver, nor its APIService, nor
 	// reverser-controller, and creates none of their RBAC: the install
 	// test brings them up from artifacts/deploy, as their ServiceAccounts.
@@ -95,6 +100,7 @@ type ports struct {
 	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole     int
 	pprof                                                                                       int
 	fluxSourceMetrics, fluxSourceHealth, fluxStorage, fluxKustomizeMetrics, fluxKustomizeHealth int
+	argoRedis, argoRepo, argoRepoMetrics, argoControllerMetrics                                 int
 	ha                                                                                          haPorts
 }
 
@@ -153,6 +159,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		KubeconfigCtrl:          filepath.Join(dir, "reverser-controller.kubeconfig"),
 		KubeconfigFluxSource:    filepath.Join(dir, "flux-source-controller.kubeconfig"),
 		KubeconfigFluxKustomize: filepath.Join(dir, "flux-kustomize-controller.kubeconfig"),
+		KubeconfigArgoCD:        filepath.Join(dir, "argocd-application-controller.kubeconfig"),
 		MetricsURL:              fmt.Sprintf("http://127.0.0.1:%d/metrics", p.metrics),
 		ReverserAPIServer:       fmt.Sprintf("https://127.0.0.1:%d", p.reverserAPI),
 		GitBaseURL:              fmt.Sprintf("http://127.0.0.1:%d%s", p.git, gitserver.PathPrefix),
@@ -268,6 +275,12 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	if o.FluxBin != "" {
 		step("Flux: CRDs, source-controller and kustomize-controller in %s", FluxNamespace)
 		if err := startFlux(ctx, env, o.FluxBin, p); err != nil {
+			return nil, err
+		}
+	}
+	if o.ArgoCDBin != "" {
+		step("Argo CD: core install, Redis, repo server and application controller in %s", ArgoCDNamespace)
+		if err := startArgoCD(ctx, env, o, p); err != nil {
 			return nil, err
 		}
 	}
@@ -448,6 +461,8 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 			env.KubeAPIServerURL},
 		{UserFluxKustomize, "uid-flux-kustomize", "system:serviceaccounts,system:serviceaccounts:" + FluxNamespace,
 			env.KubeconfigFluxKustomize, env.KubeAPIServerURL},
+		{UserArgoCDController, "uid-argocd-application-controller", "system:serviceaccounts,system:serviceaccounts:" + ArgoCDNamespace,
+			env.KubeconfigArgoCD, env.KubeAPIServerURL},
 	}
 	var csv strings.Builder
 	for _, u := range users {
@@ -594,7 +609,7 @@ func randomToken() string {
 func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 	var manifests strings.Builder
 	manifests.WriteString(fluxManifests)
-	for _, c := range []string{"source", "kustomize", "argocd"} {
+	for _, c := range []string{"source", "kustomize"} {
 		files, err := filepath.Glob(filepath.Join(bin, "crds", c, "*.yaml"))
 		if err != nil || len(files) == 0 {
 			return fmt.Errorf("no Flux CRDs in %s (run hack/build-flux.sh): %v", filepath.Join(bin, "crds", c), err)
@@ -611,17 +626,8 @@ func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 	if err := kubectlApply(ctx, env.KubeconfigAdmin, manifests.String()); err != nil {
 		return fmt.Errorf("installing Flux's CRDs: %w", err)
 	}
-	// A controller started before its kinds are served exits at once ("no
-	// matches for kind"). kubectl wait fails, rather than waits, on a CRD
-	// that has no conditions yet: ask again.
-	var out []byte
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var err error
-		out, err = exec.CommandContext(ctx, "kubectl", "--kubeconfig", env.KubeconfigAdmin, "wait", "--for=condition=Established",
-			"--timeout=30s", "crd", "--all").CombinedOutput()
-		return err == nil, nil
-	}); err != nil {
-		return fmt.Errorf("waiting for the appliers' CRDs: %w: %s", err, out)
+	if err := waitCRDs(ctx, env.KubeconfigAdmin); err != nil {
+		return err
 	}
 	env.FluxStorageURL = fmt.Sprintf("http://127.0.0.1:%d", p.fluxStorage)
 	if err := os.MkdirAll(filepath.Join(env.Dir, "flux-storage"), 0o755); err != nil {
@@ -652,6 +658,22 @@ func startFlux(ctx context.Context, env *Env, bin string, p ports) error {
 		if err := waitHTTP(ctx, check, c.name, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.health), plainClient(false), true); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// waitCRDs waits until every CRD is served: a controller started before
+// its kinds are exits at once ("no matches for kind"). kubectl wait fails,
+// rather than waits, on a CRD that has no conditions yet: ask again.
+func waitCRDs(ctx context.Context, kubeconfig string) error {
+	var out []byte
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		out, err = exec.CommandContext(ctx, "kubectl", "--kubeconfig", kubeconfig, "wait", "--for=condition=Established",
+			"--timeout=30s", "crd", "--all").CombinedOutput()
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("waiting for the CRDs: %w: %s", err, out)
 	}
 	return nil
 }

@@ -19,6 +19,8 @@ var (
 	env *controlplane.Env
 	// fluxBin holds Flux's controllers, which the control plane runs.
 	fluxBin string
+	// argoCDBin holds Argo CD's controllers, which the control plane runs.
+	argoCDBin string
 	// repoRoot is the repository the suite runs in.
 	repoRoot string
 )
@@ -37,9 +39,12 @@ func TestMain(m *testing.M) {
 			return fmt.Errorf("building sops: %w", err)
 		}
 		var err error
-		fluxBin, err = controlplane.BuildFlux(ctx, root, os.Stdout)
+		if fluxBin, err = controlplane.BuildFlux(ctx, root, os.Stdout); err != nil {
+			return err
+		}
+		argoCDBin, err = controlplane.BuildArgoCD(ctx, root, os.Stdout)
 		return err
-	}, func(e *controlplane.Env) { env = e }, func(o *controlplane.Options) { o.FluxBin = fluxBin })
+	}, func(e *controlplane.Env) { env = e }, func(o *controlplane.Options) { o.FluxBin, o.ArgoCDBin = fluxBin, argoCDBin })
 }
 
 // output runs a command in dir and returns its trimmed standard output.
