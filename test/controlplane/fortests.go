@@ -59,19 +59,19 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 // BuildFlux builds (or finds in the cache) Flux's controllers with
 // hack/build-flux.sh and returns their directory, for Options.FluxBin.
 func BuildFlux(ctx context.Context, root string, progress io.Writer) (string, error) {
-	dir, err := Run(ctx, root, progress, "bash", "hack/build-flux.sh")
-	if err != nil {
-		return "", fmt.Errorf("building Flux: %w", err)
-	}
-	return dir, nil
+	return buildApplier(ctx, root, progress, "Flux", "hack/build-flux.sh")
 }
 
 // BuildArgoCD builds (or finds in the cache) Argo CD's controllers with
 // hack/build-argocd.sh and returns their directory, for Options.ArgoCDBin.
 func BuildArgoCD(ctx context.Context, root string, progress io.Writer) (string, error) {
-	dir, err := Run(ctx, root, progress, "bash", "hack/build-argocd.sh")
+	return buildApplier(ctx, root, progress, "Argo CD", "hack/build-argocd.sh")
+}
+
+func buildApplier(ctx context.Context, root string, progress io.Writer, what, script string) (string, error) {
+	dir, err := Run(ctx, root, progress, "bash", script)
 	if err != nil {
-		return "", fmt.Errorf("building Argo CD: %w", err)
+		return "", fmt.Errorf("building %s: %w", what, err)
 	}
 	return dir, nil
 }
