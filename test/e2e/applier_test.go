@@ -192,13 +192,7 @@ func TestABurstOfSavesCostsOneApply(t *testing.T) {
 	kubectlOK(t, admin, "", "patch", "gittarget", "-n", c.ns, "site", "--type=merge", "-p",
 		`{"spec":{"commit":{"window":{"silence":"10m","maxAge":"30m"}}}}`)
 	start := c.applied()
-	for i := range 10 {
-		kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", fmt.Sprintf(`{"data":{"n":"%d"}}`, i))
-		name := fmt.Sprintf("save-%d", i)
-		c.createRequest(alice, name, "  gitTargetRef: {name: site}\n  message: Save "+name+"\n")
-		_, ready := c.waitOutcome(name)
-		require.Equal(t, v1.ReasonCommitted, ready.Reason, ready.Message)
-	}
+	c.saveBurst(10)
 	assert.Equal(t, start, c.applied(), "no apply before catchUpAfter")
 	tip := c.head()
 	revisions := map[string]bool{}
@@ -219,6 +213,20 @@ func TestABurstOfSavesCostsOneApply(t *testing.T) {
 		_, op, _ := claimState(t, c.ns, "apps")
 		return op != nil && op.Reason == v1.ConvergeCatchUp && op.Revision == "main@sha1:"+tip && op.FinishedAt != nil, nil
 	})
+}
+
+// saveBurst has alice edit the app and save it, n times, each save
+// Committed ("save-0" ...) before the next edit.
+func (f *mirrorFixture) saveBurst(n int) {
+	t := f.t
+	t.Helper()
+	for i := range n {
+		kubectlOK(t, alice, "", "patch", "configmap", "-n", f.ns, "app", "--type=merge", "-p", fmt.Sprintf(`{"data":{"n":"%d"}}`, i))
+		name := fmt.Sprintf("save-%d", i)
+		f.createRequest(alice, name, "  gitTargetRef: {name: site}\n  message: Save "+name+"\n")
+		_, ready := f.waitOutcome(name)
+		require.Equal(t, v1.ReasonCommitted, ready.Reason, ready.Message)
+	}
 }
 
 // TestAnEditFluxRevertsDuringAnApplyIsRepaired (E4): kustomize-controller

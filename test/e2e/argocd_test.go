@@ -191,13 +191,7 @@ func TestABurstOfSavesCostsOneArgoCDSync(t *testing.T) {
 	a.claim("60s")
 	a.longWindow()
 	held, synced := a.head(), a.syncs()
-	for i := range 10 {
-		kubectlOK(t, alice, "", "patch", "configmap", "-n", a.ns, "app", "--type=merge", "-p", fmt.Sprintf(`{"data":{"n":"%d"}}`, i))
-		name := fmt.Sprintf("save-%d", i)
-		a.createRequest(alice, name, "  gitTargetRef: {name: site}\n  message: Save "+name+"\n")
-		_, ready := a.waitOutcome(name)
-		require.Equal(t, v1.ReasonCommitted, ready.Reason, ready.Message)
-	}
+	a.saveBurst(10)
 	assert.Equal(t, synced, a.syncs(), "no sync before catchUpAfter")
 	tip := a.head()
 	eventually(t, 2*time.Minute, "every save Applied", func() (bool, error) {
