@@ -88,7 +88,6 @@ func startArgoCD(ctx context.Context, env *Env, o Options, p ports) error {
 	if err := waitTCP(ctx, check, redis); err != nil {
 		return err
 	}
-	env.ArgoCDMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", p.argoControllerMetrics)
 	for _, c := range []struct {
 		name    string
 		metrics int

@@ -31,10 +31,9 @@ type Env struct {
 	KubeconfigFluxSource    string `env:"KUBECONFIG_FLUX_SOURCE"`
 	KubeconfigFluxKustomize string `env:"KUBECONFIG_FLUX_KUSTOMIZE"`
 	FluxStorageURL          string `env:"FLUX_STORAGE_URL"`
-	// Argo CD's application controller's credentials, and its metrics
-	// (empty without Options.ArgoCDBin).
+	// Argo CD's application controller's credentials (unused without
+	// Options.ArgoCDBin).
 	KubeconfigArgoCD string `env:"KUBECONFIG_ARGOCD"`
-	ArgoCDMetricsURL string `env:"ARGOCD_METRICS_URL"`
 	MetricsURL       string `env:"REVERSER_METRICS_URL"`
 	// PprofURL is reverser-controller's /debug/pprof (one controller only).
 	PprofURL          string `env:"REVERSER_PPROF_URL"`

@@ -59,10 +59,12 @@ func claimedMirror(t *testing.T, catchUpAfter string) *claimedFixture {
 	return c
 }
 
-func (c *claimedFixture) head() string { return git(c.t, c.bare, "rev-parse", "main") }
+// head is the branch's tip.
+func (f *mirrorFixture) head() string { return git(f.t, f.bare, "rev-parse", "main") }
 
-func (c *claimedFixture) color(name string) string {
-	out, _ := kubectl(admin, "", "get", "configmap", "-n", c.ns, name, "-o", "jsonpath={.data.color}")
+// color is the live ConfigMap name's data.color.
+func (f *mirrorFixture) color(name string) string {
+	out, _ := kubectl(admin, "", "get", "configmap", "-n", f.ns, name, "-o", "jsonpath={.data.color}")
 	return strings.TrimSpace(out)
 }
 

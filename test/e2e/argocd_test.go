@@ -32,7 +32,7 @@ const argoAutomated = `{"prune":false,"selfHeal":true}`
 // ConfigMap "app" (color blue) is in Git and synced by Argo CD. The claim
 // is not made yet.
 type argoFixture struct {
-	*claimedFixture
+	*mirrorFixture
 	app string
 }
 
@@ -41,7 +41,7 @@ func argoMirror(t *testing.T) *argoFixture {
 	f := newMirrorWith(t, mirrorOptions{rules: configMapsOnly, targetSpec: "  applierRef: {kind: ArgoCDClaim, name: apps}"})
 	kubectlOK(t, alice, "", "create", "configmap", "-n", f.ns, "app", "--from-literal=color=blue")
 	f.waitFile(f.cmPath("app"), func(s string) bool { return strings.Contains(s, "blue") }, "the app mirrored")
-	a := &argoFixture{claimedFixture: &claimedFixture{mirrorFixture: f}, app: uniqueName("apps")}
+	a := &argoFixture{mirrorFixture: f, app: uniqueName("apps")}
 	// The mirror's layout puts documents in <folder>/<namespace>/<resource>/:
 	// Argo CD reads subfolders only with recurse.
 	kubectlOK(t, admin, fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
