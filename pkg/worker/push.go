@@ -45,8 +45,11 @@ type outbox struct {
 	// that fails goes on from there at the next step.
 	refused  []unpushedCommit
 	reassert bool
-	retryAt  time.Time
-	backoff  time.Duration
+	// prior is the local head's files before a fetch brought foreign
+	// commits, until they are re-asserted against.
+	prior   map[string]plumbing.Hash
+	retryAt time.Time
+	backoff time.Duration
 	// lastErr is the last failure, until a push succeeds: a save that
 	// gives up names it. outage is the stage of the first one.
 	lastErr error
@@ -135,6 +138,9 @@ func (w *Worker) moveTo(head plumbing.Hash) error {
 		return err
 	}
 	moved := w.out.fetched && head != w.pushed
+	if moved && w.out.prior == nil {
+		w.out.prior = w.index // what Git held before the foreign commits: the map is no longer written once w.index is the fetched one
+	}
 	w.head, w.pushed, w.index, w.ready, w.out.fetched = head, head, index, true, true
 	w.docs.rebuild(index, w.repo.ReadBlob)
 	w.pruneBlobs()
@@ -199,19 +205,52 @@ func (w *Worker) replay() error {
 		w.out.refused = w.out.refused[1:]
 	}
 	if w.out.reassert {
-		now := w.clock.Now()
 		for _, key := range w.sortedTargets() {
-			t := w.targets[key]
-			if t.apply != nil {
-				continue // its applier puts the foreign commits on the cluster
-			}
-			for p, d := range t.desired {
-				if w.index[p] != d.hash {
-					w.touch(t, w.committer, p, d.desc, now)
+			if t := w.targets[key]; t.apply == nil { // else its applier puts the foreign commits on the cluster
+				if err := w.reassert(t); err != nil {
+					return err
 				}
 			}
 		}
-		w.out.reassert = false
+		w.out.reassert, w.out.prior = false, nil
+	}
+	return nil
+}
+
+// reassert puts t's documents that foreign commits changed back as the
+// cluster holds them, in the committer's window, which the next step
+// closes at once: the next push leaves the folder equal to the cluster.
+// A document in a person's open window is theirs to commit; until their
+// window closes, Git gets back what it held before the foreign commits.
+func (w *Worker) reassert(t *target) error {
+	now := w.clock.Now()
+	restore := map[string][]byte{}
+	var lines []string
+	for _, p := range sortedKeys(t.desired) {
+		d := t.desired[p]
+		if w.index[p] == d.hash {
+			continue
+		}
+		if !w.heldByPerson(t, p) {
+			w.touch(t, w.committer, p, d.desc, now)
+			continue
+		}
+		if old, ok := w.out.prior[p]; ok && old != w.index[p] {
+			b, err := w.repo.ReadBlob(old)
+			if err != nil {
+				klog.Background().Error(err, "Reading a document as it was before a foreign commit; its window writes it", "path", p)
+				continue
+			}
+			restore[p] = append([]byte{}, b...)
+			lines = append(lines, "- restore "+d.desc)
+		}
+	}
+	t.reasserting = true
+	if len(restore) == 0 {
+		return nil
+	}
+	if err := w.commit(t.cfg.Key, w.committer, restore, nil, commitMessage(t.cfg.Path, lines), now, nil); err != nil {
+		return fmt.Errorf("restoring documents a foreign commit changed: %w", err)
 	}
 	return nil
 }

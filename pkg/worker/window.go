@@ -194,6 +194,16 @@ func (w *Worker) touch(t *target, author identity.Signature, p, desc string, see
 	win.paths[p] = desc
 }
 
+// heldByPerson says whether a window other than the committer's holds p.
+func (w *Worker) heldByPerson(t *target, p string) bool {
+	for author, win := range t.windows {
+		if _, ok := win.paths[p]; ok && author != w.committer {
+			return true
+		}
+	}
+	return false
+}
+
 func sortedWindows(t *target) []*window {
 	out := make([]*window, 0, len(t.windows))
 	for _, win := range t.windows {

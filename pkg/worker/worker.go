@@ -183,6 +183,9 @@ type target struct {
 	// snapshotSeq, which may not be in its window yet.
 	snapshotDone bool
 	snapshotSeq  uint64
+	// reasserting: a replay re-asserted the cluster's state into the
+	// committer's window, which the next step closes at once.
+	reasserting bool
 	// apply drives the claimed applier; nil without a claim.
 	apply *applyState
 	// For changes written into the sources (sources.go), by layout path:
@@ -246,6 +249,10 @@ type window struct {
 	// snapshot: the target's initial state is complete and this window
 	// holds it; it closes now, not after a silence no edit made.
 	snapshot bool
+	// reassert: the committer's window re-asserts the cluster's state over
+	// foreign commits; it closes now, so the push that follows a fetch
+	// already leaves the folder equal to the cluster.
+	reassert bool
 }
 
 // New returns a worker for repo, committing as committer. Run starts it.
@@ -521,7 +528,7 @@ func (w *Worker) sweepTarget(t *target) {
 			if t.cfg.Seal == nil && scope.GVR.GroupResource() == document.SecretsResource {
 				continue // Secrets not mirrored: those in Git are not ours
 			}
-			if document.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) {
+			if document.InScope(p, t.cfg.Path, scope.GVR, scope.Namespace) && !w.heldByPerson(t, p) {
 				w.touch(t, w.committer, p, "document "+path.Base(p)+" the cluster does not hold", w.clock.Now())
 				break
 			}
@@ -616,6 +623,13 @@ func (w *Worker) step(ctx context.Context) {
 		if t.sweep {
 			w.sweepTarget(t)
 		}
+		if t.reasserting {
+			// After the sweep, so what it removes goes in the same commit.
+			t.reasserting = false
+			if win := t.windows[w.committer]; win != nil {
+				win.reassert = true
+			}
+		}
 		w.closeSnapshot(t)
 		w.attachSaves(t)
 		now = w.clock.Now()
@@ -631,6 +645,8 @@ func (w *Worker) step(ctx context.Context) {
 				reason = "suspend"
 			case win.snapshot:
 				reason = "snapshot"
+			case win.reassert:
+				reason = "reassert"
 			case now.Sub(win.last) >= t.cfg.Window.Silence:
 				reason = "silence"
 			case now.Sub(win.opened) >= t.cfg.Window.MaxAge:
