@@ -42,7 +42,7 @@ test: control-plane
 
 ## faults: every fault with long bursts and outages; prints the table.
 faults: control-plane
-	REVERSER_FAULTS=full $(GO) test -count=1 -timeout 60m -v -run TestFaults ./test/faults/
+	REVERSER_FAULTS=full $(GO) test -count=1 -timeout 90m -v -run 'TestFaults|TestHA' ./test/faults/
 
 ## bench: P1 snapshot and P2 edit latency against floors measured in the same run.
 bench: control-plane

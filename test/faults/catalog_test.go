@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/blackhole"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/harness"
+	"reverser.dev/reverser/test/ledger"
 )
 
 // fault is one row of the table. inject runs while the burst goes on and
@@ -34,20 +39,32 @@ type fault struct {
 	// private mirrors into a repository that needs the credentials of the
 	// Secret git-credentials.
 	private bool
+	// fallback, when set, is why this fault may leave writes committed by
+	// the committer or the unresolved author (docs/faults.md).
+	fallback string
 	// recovered, when set, is a metric of the controller (a series, or a
 	// name whose series are summed) that must grow from before the fault to
 	// the end of the run: the controller counted its recovery.
 	recovered string
 }
 
+// Why a fault may leave writes without their writer's name; docs/faults.md
+// says more.
+const (
+	fallbackControllerLost = "the controller died with open windows: the one that starts next finds the cluster ahead of Git and " +
+		"commits the difference as the committer (its facts were in the dead one's memory)"
+	fallbackAuditBatchLost = "kube-apiserver killed (SIGKILL) with audit events batched and not sent yet: no fact names the " +
+		"authors of the last changes it took, which are committed by the unresolved author after the grace"
+)
+
 func faults() []fault {
 	return []fault{
 		{name: "none", inject: func(*testing.T, *mirror) {}},
-		{name: "controller killed (SIGKILL) mid-burst", inject: func(t *testing.T, _ *mirror) {
+		{name: "controller killed (SIGKILL) mid-burst", fallback: fallbackControllerLost, inject: func(t *testing.T, _ *mirror) {
 			must(t, controlplane.Kill(env, "reverser-controller"))
 			must(t, controlplane.Restart(env, "reverser-controller"))
 		}},
-		{name: "controller killed (SIGKILL) mid-push", inject: func(t *testing.T, m *mirror) {
+		{name: "controller killed (SIGKILL) mid-push", fallback: fallbackControllerLost, inject: func(t *testing.T, m *mirror) {
 			// The Git server holds the next push before receiving it; the
 			// controller dies while it waits for the answer.
 			fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
@@ -68,7 +85,7 @@ func faults() []fault {
 		}},
 		{name: "kube-apiserver restarted", inject: func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "kube-apiserver")) }},
 		{name: "etcd restarted", inject: func(t *testing.T, _ *mirror) { must(t, controlplane.Restart(env, "etcd")) }},
-		{name: "watch expired (410)", recovered: `reverser_watch_errors_total{reason="expired"}`, inject: func(t *testing.T, m *mirror) {
+		{name: "watch expired (410)", fallback: fallbackAuditBatchLost, recovered: `reverser_watch_errors_total{reason="expired"}`, inject: func(t *testing.T, m *mirror) {
 			// The controller is cut off, its connections refused, while
 			// kube-apiserver restarts on an etcd whose revision moved on and
 			// was compacted: every watch the controller resumes afterwards is
@@ -143,19 +160,21 @@ func faults() []fault {
 			m.pollCondition("Ready", "False", "CommitFailed", "no space left on device")
 		}},
 		{name: "foreign commit edits a document", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
-			m.foreignCommit(t, "edit", func(work string, docs []string) {
-				must(t, os.WriteFile(filepath.Join(work, docs[0]), []byte("edited: by hand\n"), 0o644))
+			m.foreignCommit(t, "edit", func(work string, burst, quiet []string) {
+				for _, d := range []string{burst[0], quiet[0]} {
+					must(t, os.WriteFile(filepath.Join(work, d), []byte("edited: by hand\n"), 0o644))
+				}
 			})
 		}},
 		{name: "foreign commit deletes documents", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
-			m.foreignCommit(t, "delete", func(work string, docs []string) {
-				for _, d := range docs[:min(3, len(docs))] {
+			m.foreignCommit(t, "delete", func(work string, burst, quiet []string) {
+				for _, d := range slices.Concat(burst[:min(3, len(burst))], quiet[:2]) {
 					must(t, os.Remove(filepath.Join(work, d)))
 				}
 			})
 		}},
 		{name: "foreign commit deletes the folder", recovered: "reverser_worker_recoveries_total", inject: func(t *testing.T, m *mirror) {
-			m.foreignCommit(t, "delete the folder", func(work string, _ []string) {
+			m.foreignCommit(t, "delete the folder", func(work string, _, _ []string) {
 				must(t, os.RemoveAll(filepath.Join(work, folder)))
 			})
 		}},
@@ -176,31 +195,47 @@ func must(t *testing.T, err error) {
 	}
 }
 
+// quietObjects are ConfigMaps made before the burst and never touched by
+// it: the first push after a fault must hold each of them as the cluster
+// does, whatever the fault did to Git (FIRST-PUSH).
+const quietObjects = 4
+
 // runFault runs a burst, injects f a third of the way in, and measures the
-// outcome once the burst is over: how long until Git equals the cluster, and
-// what the commits since the burst began got wrong.
-func runFault(t *testing.T, env *controlplane.Env, f fault) result {
-	m := newMirror(t, env, f.private)
+// outcome into r once the burst is over: how long until Git equals the
+// cluster, whether the first push after the fault already did, and what the
+// ledger finds in the commits since the burst began.
+func runFault(t *testing.T, env *controlplane.Env, f fault, r *result) {
+	m := newMirror(t, env, f.private, r)
 	objects, ops := 20, 120
 	if full {
 		objects, ops = 100, 1200
 	}
-	_, err := m.admin.CoreV1().ConfigMaps(m.ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed"},
-		Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
-	must(t, err)
-	m.poll(time.Minute, "the seed pushed", func() (bool, error) { return m.head() != "", nil })
+	for i := range quietObjects + 1 {
+		name := fmt.Sprintf("quiet-%d", i)
+		if i == quietObjects {
+			name = "seed"
+		}
+		_, err := m.admin.CoreV1().ConfigMaps(m.ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data: map[string]string{"v": name}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	m.poll(time.Minute, "the seed and the quiet objects pushed", func() (bool, error) {
+		diff, _, err := m.differences()
+		return err == nil && len(diff) == 0, err
+	})
 	base := m.head()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	made := &countingWrites{}
+	l := &ledger.Ledger{}
 	burst, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		m.burst(burst, objects, made)
+		m.burst(burst, objects, l)
 	}()
+	defer func() { stop(); <-done }()
 	// A third of the changes before the fault, the rest after it is over.
-	m.poll(time.Minute, "the burst under way", func() (bool, error) { return made.len() >= ops/3, nil })
+	m.poll(time.Minute, "the burst under way", func() (bool, error) { return l.Made() >= ops/3, nil })
 	var before float64
 	if f.recovered != "" {
 		before = metric(t, f.recovered)
@@ -218,75 +253,133 @@ func runFault(t *testing.T, env *controlplane.Env, f fault) result {
 			return false, nil
 		})
 	}()
-	after := made.len()
-	m.poll(3*time.Minute, "the burst going on after the fault", func() (bool, error) { return made.len() >= after+2*ops/3, nil })
+	after := l.Made()
+	m.poll(3*time.Minute, "the burst going on after the fault", func() (bool, error) { return l.Made() >= after+2*ops/3, nil })
 	stop()
 	<-done
 	ended := time.Now()
+	r.made = l.Made()
 
-	r := result{fault: f.name, made: made.len()}
 	var lost []string
-	err = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 3*time.Minute, true,
+	var final map[string]string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 3*time.Minute, true,
 		func(context.Context) (bool, error) {
-			d, err := m.differences()
+			d, f, err := m.differences()
 			if err != nil {
 				return false, nil // a server still coming back
 			}
-			lost = d
+			lost, final = d, f
 			return len(d) == 0, nil
 		})
 	r.converged = time.Since(ended)
+	if err != nil {
+		for _, p := range lost {
+			r.lost = append(r.lost, p+" differs from the cluster at the end")
+		}
+	}
 	// The poll above may see the first push before the watcher of the head
 	// does (it polls at another pace): a head that moved is a push, and its
 	// watcher reports it within one of its polls.
 	select {
-	case r.firstPush = <-pushedAgain:
+	case r.firstPushAfter = <-pushedAgain:
 	case <-time.After(5 * time.Second):
-		t.Errorf("nothing was pushed after the fault was over")
+		r.note = "nothing was pushed after the fault was over"
+		t.Error(r.note)
 	}
-	if err != nil {
-		r.lost, r.lostPaths = max(len(lost), 1), lost
-	}
+	r.firstPush = m.firstPushVerdict(headAtOver)
 	if f.recovered != "" {
 		if after := metric(t, f.recovered); after <= before {
 			t.Errorf("%s stayed at %v: the controller did not count its recovery", f.recovered, after)
 		}
 	}
-	var dups, wrong []string
-	r.commits, r.byPeople, dups, wrong = m.check(base)
-	r.duplicates, r.duplicateCommits = len(dups), dups
-	r.misattributed, r.wrong = len(wrong), wrong
-	return r
+	commits, err := ledger.History(m.bare, base, folder)
+	must(t, err)
+	r.commits = len(commits)
+	v := ledger.Check(l.ByObject(), commits, final, ledger.Names{Committer: committerName, Unresolved: identity.UnresolvedName,
+		Foreign: foreignAuthor}, isBurstObject)
+	r.lost = append(r.lost, v.Lost...)
+	r.duplicated, r.misattributed, r.unresolved, r.reordered, r.byWriter = v.Duplicated, v.Misattributed, v.Unresolved, v.Reordered, v.Committed
 }
+
+// isBurstObject says whether a document's object is one the burst writes.
+func isBurstObject(name string) bool { return strings.HasPrefix(name, "cm-") }
+
+// firstPushVerdict says whether the first push after head left every quiet
+// object's document as the cluster holds it: "yes", or what it lacked.
+func (m *mirror) firstPushVerdict(head string) string {
+	pushes, err := gitserver.Pushes(m.bare)
+	if err != nil {
+		return "no: " + err.Error()
+	}
+	i := slices.IndexFunc(pushes, func(p gitserver.Push) bool { return p.New == head })
+	if i < 0 || i+1 >= len(pushes) {
+		return "no: no push after the fault"
+	}
+	want, err := m.expectedDocs()
+	if err != nil {
+		return "no: " + err.Error()
+	}
+	var missing []string
+	for q := range quietObjects {
+		p := path.Join(folder, m.ns, "configmaps", fmt.Sprintf("quiet-%d.yaml", q))
+		got, err := docAt(m.bare, pushes[i+1].New, p)
+		if err != nil || !reflect.DeepEqual(got, want[p]) {
+			missing = append(missing, path.Base(p))
+		}
+	}
+	if len(missing) > 0 {
+		return "no: " + strings.Join(missing, ", ")
+	}
+	return "yes"
+}
+
+// committerName is the GitProviders' committer (the API's default): the
+// author of re-asserted state.
+const committerName = "Reverser"
 
 // foreignAuthor makes the commits a fault pushes by hand.
 const foreignAuthor = "Somebody"
 
 // foreignCommit pushes, with the git CLI, a commit that changes the mirror's
 // documents as somebody editing the repository by hand would.
-func (m *mirror) foreignCommit(t *testing.T, what string, change func(work string, docs []string)) {
+func (m *mirror) foreignCommit(t *testing.T, what string, change func(work string, burst, quiet []string)) {
 	t.Helper()
-	// Somebody changes what the burst wrote, not just the seed.
+	// Somebody changes what the burst wrote, and documents nobody edits
+	// now, which the first push after must put back.
 	burstDocs := func(files string) []string {
-		return slices.DeleteFunc(strings.Fields(files), func(p string) bool { return ownerOf(p) == "" })
+		return slices.DeleteFunc(strings.Fields(files), func(p string) bool {
+			return !isBurstObject(strings.TrimSuffix(path.Base(p), ".yaml"))
+		})
+	}
+	quietDocs := func(files string) []string {
+		return slices.DeleteFunc(strings.Fields(files), func(p string) bool { return !strings.HasPrefix(path.Base(p), "quiet-") })
 	}
 	m.poll(time.Minute, "burst documents pushed", func() (bool, error) {
 		out, err := gitErr(m.bare, "ls-tree", "-r", "--name-only", "main", "--", folder+"/")
 		return len(burstDocs(out)) >= 4, err
 	})
-	for attempt := 0; attempt < 10; attempt++ {
-		work := filepath.Join(t.TempDir(), "work")
-		git(t, "", "clone", "--quiet", m.url, work)
-		docs := burstDocs(git(t, work, "ls-files", folder))
-		change(work, docs)
+	// Straight into the bare repository, not over HTTP: Reverser pushes
+	// every few hundred milliseconds, and an attempt must fit between two.
+	work := filepath.Join(t.TempDir(), "work")
+	git(t, "", "clone", "--quiet", m.bare, work)
+	var last error
+	for attempt := 0; attempt < 50; attempt++ {
+		// Start again from Reverser's head each time.
+		git(t, work, "fetch", "--quiet", "origin")
+		git(t, work, "reset", "--quiet", "--hard", "origin/main")
+		files := git(t, work, "ls-files", folder)
+		change(work, burstDocs(files), quietDocs(files))
 		git(t, work, "add", "-A")
 		git(t, work, "commit", "--quiet", "-m", "By hand: "+what)
-		if _, err := gitErr(work, "push", "--quiet", "origin", "HEAD:main"); err == nil {
+		_, err := gitErr(work, "push", "--quiet", "origin", "HEAD:main")
+		if err == nil {
 			return
 		}
-		// Reverser pushed in between: start again from its head.
+		last = err
 	}
-	t.Fatal("the foreign commit was rejected ten times")
+	pushes, _ := gitserver.Pushes(m.bare)
+	log, _ := gitErr(m.bare, "log", "-8", "--format=%h %an %ad %s", "--date=iso-strict", "main")
+	t.Fatalf("the foreign commit was rejected 50 times; the last time: %v; %d pushes; the branch:\n%s", last, len(pushes), log)
 }
 
 func git(t *testing.T, dir string, args ...string) string {

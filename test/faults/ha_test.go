@@ -52,11 +52,15 @@ func TestHA(t *testing.T) {
 
 	t.Run("the leading controller killed (SIGKILL) mid-burst", func(t *testing.T) {
 		var failover time.Duration
-		r := runFault(t, ha, fault{name: "HA: leading controller killed (SIGKILL)", inject: func(t *testing.T, _ *mirror) {
+		f := fault{name: "HA: leading controller killed (SIGKILL)", fallback: fallbackControllerLost, inject: func(t *testing.T, _ *mirror) {
 			failover = killLeader(t, ha, admin)
-		}})
-		checkInvariant(t, r)
-		printRows(t, []result{r})
+		}}
+		r := &result{fault: f.name}
+		func() {
+			defer func() { printRows(t, []result{*r}) }()
+			runFault(t, ha, f, r)
+			checkInvariant(t, r, f.fallback)
+		}()
 		msg := fmt.Sprintf("HA failover: the standby led %.1fs after the leader was killed", failover.Seconds())
 		t.Log(msg)
 		fmt.Println(msg)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,15 +22,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"reverser.dev/reverser/pkg/document"
-	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/controlplane"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/harness"
+	"reverser.dev/reverser/test/ledger"
 )
 
 // mirror is one GitTarget mirroring the ConfigMaps of a fresh namespace into
@@ -41,6 +42,9 @@ type mirror struct {
 	url, bare string
 	admin     kubernetes.Interface
 	authors   map[string]kubernetes.Interface
+	// row is the table's row for this mirror's fault: a poll that gives up
+	// says why there.
+	row *result
 }
 
 const folder = "mirror"
@@ -52,9 +56,9 @@ var authors = []string{controlplane.UserAlice, controlplane.UserBob}
 // newMirror sets a mirror up on env; private puts the repository behind the Git
 // server's basic authentication, with credentials in the Secret
 // git-credentials (user m.ns, password "first").
-func newMirror(t *testing.T, env *controlplane.Env, private bool) *mirror {
+func newMirror(t *testing.T, env *controlplane.Env, private bool, row *result) *mirror {
 	t.Helper()
-	m := &mirror{t: t, env: env, admin: client(t, env.KubeconfigAdmin), authors: map[string]kubernetes.Interface{
+	m := &mirror{t: t, env: env, row: row, admin: client(t, env.KubeconfigAdmin), authors: map[string]kubernetes.Interface{
 		controlplane.UserAlice: client(t, env.KubeconfigAlice), controlplane.UserBob: client(t, env.KubeconfigBob),
 	}}
 	m.ns = fmt.Sprintf("faults-%d-%d", time.Now().Unix()%100000, rand.IntN(1000))
@@ -64,6 +68,7 @@ func newMirror(t *testing.T, env *controlplane.Env, private bool) *mirror {
 	if err != nil {
 		t.Fatal(err)
 	}
+	must(t, gitserver.RecordPushes(m.bare))
 	m.url = env.GitBaseURL + "/" + name + ".git"
 	url, providerSpec := m.url, ""
 	if private {
@@ -151,20 +156,19 @@ func (m *mirror) poll(timeout time.Duration, what string, cond func() (bool, err
 		return ok, nil
 	})
 	if err != nil {
+		m.row.note = "gave up waiting for " + what
 		m.t.Fatalf("%s: %v (last error: %v)", what, err, last)
 	}
 }
 
-// write is one successful change a burst made.
-type write struct {
-	author string
-	name   string
-}
-
 // burst makes changes by both authors over objects ConfigMaps at a steady
-// pace until ctx is done, and records those that succeeded in made. Writes
-// refused while a server is down are not retried: they did not happen.
-func (m *mirror) burst(ctx context.Context, objects int, made *countingWrites) {
+// pace until ctx is done, and records each in the ledger with a value no
+// other write has. Writes refused while a server is down are not retried:
+// they did not happen; those whose answer was lost may have (uncertain).
+func (m *mirror) burst(stop context.Context, objects int, l *ledger.Ledger) {
+	// A request under way when the burst stops is finished and recorded:
+	// cancelled, it might have happened unrecorded.
+	ctx := context.WithoutCancel(stop)
 	var wg sync.WaitGroup
 	for a, author := range authors {
 		wg.Add(1)
@@ -177,34 +181,52 @@ func (m *mirror) burst(ctx context.Context, objects int, made *countingWrites) {
 			defer tick.Stop()
 			for i := 0; ; i++ {
 				select {
-				case <-ctx.Done():
+				case <-stop.Done():
 					return
 				case <-tick.C:
 				}
 				name := fmt.Sprintf("cm-%03d", 2*rnd.IntN(objects/2)+a)
-				cms := kube.CoreV1().ConfigMaps(m.ns)
+				e := ledger.Write{Object: name, Writer: author}
+				var obj corev1.ConfigMap
 				var err error
 				switch {
 				case !exists[name]:
-					_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
-						Data: map[string]string{"v": author + "-" + strconv.Itoa(i)}}, metav1.CreateOptions{})
+					e.Value = fmt.Sprintf("%s-%d", author, i)
+					var got *corev1.ConfigMap
+					got, err = kube.CoreV1().ConfigMaps(m.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+						Data: map[string]string{"v": e.Value}}, metav1.CreateOptions{})
+					if err == nil {
+						obj = *got
+					}
 					if err == nil || apierrors.IsAlreadyExists(err) {
 						exists[name] = true
 					}
 				case rnd.IntN(4) == 0:
-					err = cms.Delete(ctx, name, metav1.DeleteOptions{})
+					// A delete is answered with a Status: it has no
+					// resourceVersion to record.
+					err = kube.CoreV1().ConfigMaps(m.ns).Delete(ctx, name, metav1.DeleteOptions{})
 					if err == nil || apierrors.IsNotFound(err) {
 						exists[name] = false
 					}
 				default:
-					_, err = cms.Patch(ctx, name, "application/merge-patch+json",
-						fmt.Appendf(nil, `{"data":{"v":%q}}`, author+"-"+strconv.Itoa(i)), metav1.PatchOptions{})
+					e.Value = fmt.Sprintf("%s-%d", author, i)
+					var got *corev1.ConfigMap
+					got, err = kube.CoreV1().ConfigMaps(m.ns).Patch(ctx, name, "application/merge-patch+json",
+						fmt.Appendf(nil, `{"data":{"v":%q}}`, e.Value), metav1.PatchOptions{})
+					if err == nil {
+						obj = *got
+					}
 					if apierrors.IsNotFound(err) {
 						exists[name] = false
 					}
 				}
-				if err == nil {
-					made.add(write{author: author, name: name})
+				switch {
+				case err == nil:
+					e.RV, _ = strconv.ParseInt(obj.ResourceVersion, 10, 64)
+					l.Add(e)
+				case !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err):
+					e.Uncertain = true
+					l.Add(e)
 				}
 			}
 		}()
@@ -212,66 +234,36 @@ func (m *mirror) burst(ctx context.Context, objects int, made *countingWrites) {
 	wg.Wait()
 }
 
-// countingWrites collects the writes of a burst, safe for its goroutines.
-type countingWrites struct {
-	mu     sync.Mutex
-	writes []write
-}
-
-func (c *countingWrites) add(w write) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.writes = append(c.writes, w)
-}
-
-func (c *countingWrites) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.writes)
-}
-
-var configMaps = schema.GroupResource{Resource: "configmaps"}
-
 // differences lists the documents of the folder that differ from the
-// cluster: missing, different or left over.
-func (m *mirror) differences() ([]string, error) {
-	list, err := m.admin.CoreV1().ConfigMaps(m.ns).List(context.Background(), metav1.ListOptions{})
+// cluster (missing, different or left over), and the value (data.v) each
+// object's document holds in Git.
+func (m *mirror) differences() ([]string, map[string]string, error) {
+	want, err := m.expectedDocs()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	want := map[string]string{}
-	for i := range list.Items {
-		cm := &list.Items[i]
-		if cm.Name == document.RootCAConfigMap {
-			continue
-		}
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetAPIVersion("v1")
-		u.SetKind("ConfigMap")
-		doc, err := document.Sanitize(configMaps, u)
-		if err != nil {
-			return nil, err
-		}
-		want[path.Join(folder, m.ns, "configmaps", cm.Name+".yaml")] = string(doc)
-	}
-	got := map[string]string{}
+	got := map[string]map[string]any{}
+	final := map[string]string{}
 	out, err := exec.Command("git", "-C", m.bare, "ls-tree", "-r", "--name-only", "main", "--", folder+"/").Output()
 	if err == nil {
 		for _, p := range strings.Fields(string(out)) {
-			content, err := exec.Command("git", "-C", m.bare, "show", "main:"+p).Output()
+			doc, err := docAt(m.bare, "main", p)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			got[p] = string(content)
+			got[p] = doc
+			name := strings.TrimSuffix(path.Base(p), ".yaml")
+			final[name] = ledger.Foreign
+			if data, ok := doc["data"].(map[string]any); ok {
+				if v, ok := data["v"].(string); ok {
+					final[name] = v
+				}
+			}
 		}
 	}
 	var diff []string
-	for p, c := range want {
-		if got[p] != c {
+	for p, d := range want {
+		if !reflect.DeepEqual(got[p], d) {
 			diff = append(diff, p)
 		}
 	}
@@ -281,41 +273,66 @@ func (m *mirror) differences() ([]string, error) {
 		}
 	}
 	slices.Sort(diff)
-	return diff, nil
+	return diff, final, nil
 }
 
-// commit is one commit of the branch.
-type commit struct {
-	sha, author, trailer string
-	paths                []string
-}
-
-// commitsSince lists the branch's commits after base ("" for all), oldest
-// first, with the paths each changes.
-func (m *mirror) commitsSince(base string) []commit {
-	rng := "main"
-	if base != "" {
-		rng = base + "..main"
-	}
-	out, err := exec.Command("git", "-C", m.bare, "log", "--reverse", "--format=%x00%H%x1f%an%x1f%(trailers:key=Reverser-Commit-Request,valueonly)",
-		"--name-only", "--no-renames", rng).Output()
+// expectedDocs are the documents the folder must hold for the cluster's
+// ConfigMaps, by path. They are built here, not by the product: the object
+// as the API server returns it, less the fields "What a document holds" in
+// docs/layout.md says a document leaves out (dropFields).
+func (m *mirror) expectedDocs() (map[string]map[string]any, error) {
+	list, err := m.admin.CoreV1().ConfigMaps(m.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	var commits []commit
-	for _, rec := range strings.Split(string(out), "\x00") {
-		rec = strings.TrimSpace(rec)
-		if rec == "" {
+	want := map[string]map[string]any{}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if cm.Name == document.RootCAConfigMap {
 			continue
 		}
-		head, files, _ := strings.Cut(rec, "\n")
-		parts := strings.SplitN(head, "\x1f", 3)
-		for len(parts) < 3 {
-			parts = append(parts, "")
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+		if err != nil {
+			return nil, err
 		}
-		commits = append(commits, commit{sha: parts[0], author: parts[1], trailer: strings.TrimSpace(parts[2]), paths: strings.Fields(files)})
+		obj["apiVersion"], obj["kind"] = "v1", "ConfigMap"
+		for _, f := range dropFields {
+			unstructured.RemoveNestedField(obj, f...)
+		}
+		// Through JSON, as a parsed document is: numbers and nils alike.
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, err
+		}
+		want[path.Join(folder, m.ns, "configmaps", cm.Name+".yaml")] = doc
 	}
-	return commits
+	return want, nil
+}
+
+// docAt parses the document at p in rev of the bare repository; a file
+// that does not parse is {"unparsable": its text}.
+func docAt(bare, rev, p string) (map[string]any, error) {
+	content, err := exec.Command("git", "-C", bare, "show", rev+":"+p).Output()
+	if err != nil {
+		return nil, fmt.Errorf("git show %s:%s: %w", rev, p, err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(content, &doc); err != nil {
+		return map[string]any{"unparsable": string(content)}, nil
+	}
+	return doc, nil
+}
+
+// dropFields are the fields of that list a ConfigMap of the burst can have,
+// written here rather than taken from the product.
+var dropFields = [][]string{
+	{"status"}, {"metadata", "managedFields"}, {"metadata", "resourceVersion"}, {"metadata", "uid"}, {"metadata", "generation"},
+	{"metadata", "creationTimestamp"}, {"metadata", "deletionTimestamp"}, {"metadata", "selfLink"},
+	{"metadata", "annotations", "kubectl.kubernetes.io/last-applied-configuration"},
 }
 
 func (m *mirror) head() string {
@@ -324,47 +341,4 @@ func (m *mirror) head() string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// check counts what the invariant forbids among the commits since base: a
-// commit that changes nothing or a save committed twice (duplicates), and a
-// document credited to a human who did not write that object
-// (misattributed). The committer, and the unresolved author, are never
-// wrong: they say Reverser re-asserted the cluster's state, or that no fact
-// was to be had.
-func (m *mirror) check(base string) (commits, byPeople int, duplicates, wrong []string) {
-	seen := map[string]bool{}
-	for _, c := range m.commitsSince(base) {
-		commits++
-		if len(c.paths) == 0 && c.trailer == "" {
-			duplicates = append(duplicates, c.sha[:7]+" changes nothing")
-		}
-		if c.trailer != "" {
-			if seen[c.trailer] {
-				duplicates = append(duplicates, c.sha[:7]+" saves "+c.trailer+" again")
-			}
-			seen[c.trailer] = true
-		}
-		if c.author == "Reverser" || c.author == identity.UnresolvedName || c.author == foreignAuthor {
-			continue // re-asserted state, no fact to be had, or the fault itself
-		}
-		byPeople++
-		for _, p := range c.paths {
-			if owner := ownerOf(p); owner != "" && owner != c.author {
-				wrong = append(wrong, fmt.Sprintf("%s by %s in %s", path.Base(p), c.author, c.sha[:7]))
-			}
-		}
-	}
-	return commits, byPeople, duplicates, wrong
-}
-
-// ownerOf is the author who writes the object of a document: alice the even
-// ones, bob the odd ones.
-func ownerOf(p string) string {
-	name := strings.TrimSuffix(path.Base(p), ".yaml")
-	n, err := strconv.Atoi(strings.TrimPrefix(name, "cm-"))
-	if err != nil {
-		return ""
-	}
-	return authors[n%2]
 }

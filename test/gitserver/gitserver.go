@@ -147,3 +147,35 @@ func CreateRepo(root, name string) (string, error) {
 	}
 	return dir, nil
 }
+
+// pushesLog is where RecordPushes keeps a repository's pushes.
+const pushesLog = "pushes.log"
+
+// RecordPushes makes the bare repository dir log every ref its pushes
+// update, in the order the server took them (a post-receive hook), so a
+// test can name the first push after a moment without polling for it.
+func RecordPushes(dir string) error {
+	hook := "#!/bin/sh\nwhile read old new ref; do echo \"$old $new $ref\" >> " + pushesLog + "; done\n"
+	return os.WriteFile(filepath.Join(dir, "hooks", "post-receive"), []byte(hook), 0o755)
+}
+
+// Push is one ref a push updated.
+type Push struct{ Old, New, Ref string }
+
+// Pushes lists what RecordPushes logged for dir, oldest first.
+func Pushes(dir string) ([]Push, error) {
+	data, err := os.ReadFile(filepath.Join(dir, pushesLog))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Push
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			out = append(out, Push{Old: f[0], New: f[1], Ref: f[2]})
+		}
+	}
+	return out, nil
+}

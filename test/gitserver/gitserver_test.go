@@ -53,6 +53,39 @@ func TestPushAndClone(t *testing.T) {
 	assert.Equal(t, "a: 1\n", string(data))
 }
 
+// TestRecordPushesLogsEachPushInOrder: RecordPushes names every push the
+// server took, with the head before and after, and none it refused.
+func TestRecordPushesLogsEachPushInOrder(t *testing.T) {
+	root := t.TempDir()
+	dir, err := CreateRepo(root, "demo")
+	require.NoError(t, err)
+	require.NoError(t, RecordPushes(dir))
+	h, err := Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	url := srv.URL + PathPrefix + "/demo.git"
+
+	work := t.TempDir()
+	git(t, work, "init", "--quiet", "--initial-branch=main")
+	var shas []string
+	for _, m := range []string{"first", "second"} {
+		git(t, work, "commit", "--quiet", "--allow-empty", "-m", m)
+		shas = append(shas, git(t, work, "rev-parse", "HEAD"))
+		git(t, work, "push", "--quiet", url, "main")
+	}
+	git(t, work, "reset", "--quiet", "--hard", "HEAD~1")
+	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "diverged")
+	cmd := exec.Command("git", "push", "--quiet", url, "main")
+	cmd.Dir = work
+	require.Error(t, cmd.Run(), "a push that is not a fast-forward is refused")
+
+	pushes, err := Pushes(dir)
+	require.NoError(t, err)
+	zero := strings.Repeat("0", 40)
+	assert.Equal(t, []Push{{Old: zero, New: shas[0], Ref: "refs/heads/main"}, {Old: shas[0], New: shas[1], Ref: "refs/heads/main"}}, pushes)
+}
+
 // serveWithRobot serves the repository name, whose pushers and (behind
 // PrivatePrefix) readers are robot:s3cret, and returns the server's host.
 func serveWithRobot(t *testing.T, name string) string {
