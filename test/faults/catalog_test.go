@@ -64,17 +64,21 @@ func faults() []fault {
 			must(t, controlplane.Kill(env, "reverser-controller"))
 			must(t, controlplane.Restart(env, "reverser-controller"))
 		}},
-		{name: "controller killed (SIGKILL) mid-push", fallback: fallbackControllerLost, inject: func(t *testing.T, m *mirror) {
-			// The Git server holds the next push before receiving it; the
-			// controller dies while it waits for the answer.
-			fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
-			must(t, os.WriteFile(fault, []byte(gitserver.HoldPushes), 0o644))
-			m.poll(time.Minute, "a push held by the Git server", func() (bool, error) {
+		{name: "controller killed (SIGKILL) mid-push, the push lands", fallback: fallbackControllerLost, inject: func(t *testing.T, m *mirror) {
+			head := m.killMidPush(t, "")
+			m.poll(time.Minute, "the held push received", func() (bool, error) { return m.pushed(head) })
+			must(t, controlplane.Restart(env, "reverser-controller"))
+		}},
+		{name: "controller killed (SIGKILL) mid-push, the push is dropped", fallback: fallbackControllerLost, inject: func(t *testing.T, m *mirror) {
+			head := m.killMidPush(t, gitserver.DropHeld)
+			m.poll(time.Minute, "the held push answered", func() (bool, error) {
 				_, err := os.Stat(filepath.Join(env.GitRoot, gitserver.HeldFile))
-				return err == nil, nil
+				return os.IsNotExist(err), nil
 			})
-			must(t, controlplane.Kill(env, "reverser-controller"))
-			must(t, os.Remove(fault))
+			must(t, os.Remove(filepath.Join(env.GitRoot, gitserver.FaultFile)))
+			if landed, err := m.pushed(head); err != nil || landed {
+				t.Fatalf("the dropped push was received (%v)", err)
+			}
 			must(t, controlplane.Restart(env, "reverser-controller"))
 		}},
 		{name: "reverser-apiserver restarted", inject: func(t *testing.T, _ *mirror) {
@@ -331,6 +335,35 @@ func (m *mirror) firstPushVerdict(head string) string {
 		return "no: " + strings.Join(missing, ", ")
 	}
 	return "yes"
+}
+
+// killMidPush has the Git server hold the next push before receiving it,
+// kills the controller while it waits for the answer, and then lets the
+// server go on as then says ("" receives the push as sent). It returns
+// the head the push would make.
+func (m *mirror) killMidPush(t *testing.T, then string) string {
+	t.Helper()
+	fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
+	must(t, os.WriteFile(fault, []byte(gitserver.HoldPushes), 0o644))
+	var head string
+	m.poll(time.Minute, "a push held by the Git server", func() (bool, error) {
+		held, err := os.ReadFile(filepath.Join(env.GitRoot, gitserver.HeldFile))
+		head = string(held)
+		return err == nil && head != "", nil
+	})
+	must(t, controlplane.Kill(env, "reverser-controller"))
+	if then == "" {
+		must(t, os.Remove(fault))
+	} else {
+		must(t, os.WriteFile(fault, []byte(then), 0o644))
+	}
+	return head
+}
+
+// pushed says whether a push made head the branch's head.
+func (m *mirror) pushed(head string) (bool, error) {
+	pushes, err := gitserver.Pushes(m.bare)
+	return slices.ContainsFunc(pushes, func(p gitserver.Push) bool { return p.New == head }), err
 }
 
 // committerName is the GitProviders' committer (the API's default): the

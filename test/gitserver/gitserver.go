@@ -5,7 +5,7 @@ package gitserver
 
 import (
 	"bytes"
-	"context"
+	"io"
 	"fmt"
 	"net/http"
 	"net/http/cgi"
@@ -36,11 +36,15 @@ const CredentialsFile = ".credentials"
 // FaultFile, when <root>/.fault holds an HTTP status code, makes the server
 // answer every request with that status, as a broken Git host would, until
 // it is removed. The fault suite writes it. When it holds HoldPushes, a push
-// is held before it is received, with HeldFile present, until FaultFile says
-// otherwise: the fault suite kills the pusher meanwhile.
+// is held before it is received, with HeldFile present and holding the
+// commit the push would make the branch's head, until FaultFile says
+// otherwise: the fault suite kills the pusher meanwhile. If it then says
+// DropHeld, the held push is answered 503 and not received; otherwise it is
+// received as sent.
 const (
 	FaultFile  = ".fault"
 	HoldPushes = "hold-pushes"
+	DropHeld   = "drop-held"
 	HeldFile   = ".held"
 )
 
@@ -90,21 +94,43 @@ func Handler(root string) (http.Handler, error) {
 			return
 		}
 		if f == HoldPushes && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
-			hold(r.Context(), filepath.Join(root, HeldFile), func() bool { return fault() == HoldPushes })
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			hold(filepath.Join(root, HeldFile), pushedHead(body), func() bool { return fault() == HoldPushes })
+			if fault() == DropHeld {
+				http.Error(w, "held push dropped", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		mux.ServeHTTP(w, r)
 	}), nil
 }
 
-// hold marks a push as held and waits while holding says so.
-func hold(ctx context.Context, marker string, holding func() bool) {
-	_ = os.WriteFile(marker, nil, 0o644)
+// pushedHead is the new head of the first ref update of a receive-pack
+// request: its first pkt-line is "<old> <new> <ref>\x00<capabilities>".
+func pushedHead(body []byte) string {
+	if len(body) < 4+40+1+40 {
+		return ""
+	}
+	return string(body[4+40+1 : 4+40+1+40])
+}
+
+// hold marks a push as held, naming the head it pushes, and waits while
+// holding says so, even after its client went away: a host that got the
+// whole push may still take it. Five minutes at most.
+func hold(marker, head string, holding func() bool) {
+	_ = os.WriteFile(marker, []byte(head), 0o644)
 	defer os.Remove(marker)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	deadline := time.After(5 * time.Minute)
 	for holding() {
 		select {
-		case <-ctx.Done():
+		case <-deadline:
 			return
 		case <-tick.C:
 		}

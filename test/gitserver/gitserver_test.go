@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -84,6 +85,40 @@ func TestRecordPushesLogsEachPushInOrder(t *testing.T) {
 	require.NoError(t, err)
 	zero := strings.Repeat("0", 40)
 	assert.Equal(t, []Push{{Old: zero, New: shas[0], Ref: "refs/heads/main"}, {Old: shas[0], New: shas[1], Ref: "refs/heads/main"}}, pushes)
+}
+
+// TestAHeldPushNamesItsHeadAndCanBeDropped: a push held by HoldPushes is
+// named in HeldFile by the head it pushes; DropHeld refuses it unreceived.
+func TestAHeldPushNamesItsHeadAndCanBeDropped(t *testing.T) {
+	root := t.TempDir()
+	dir, err := CreateRepo(root, "demo")
+	require.NoError(t, err)
+	h, err := Handler(root)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	url := srv.URL + PathPrefix + "/demo.git"
+	work := t.TempDir()
+	git(t, work, "init", "--quiet", "--initial-branch=main")
+	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "first")
+	head := git(t, work, "rev-parse", "HEAD")
+
+	fault := filepath.Join(root, FaultFile)
+	require.NoError(t, os.WriteFile(fault, []byte(HoldPushes), 0o644))
+	pushed := make(chan error, 1)
+	go func() {
+		cmd := exec.Command("git", "push", "--quiet", url, "main")
+		cmd.Dir = work
+		pushed <- cmd.Run()
+	}()
+	require.Eventually(t, func() bool {
+		held, err := os.ReadFile(filepath.Join(root, HeldFile))
+		return err == nil && string(held) == head
+	}, 30*time.Second, 20*time.Millisecond, "the push held, naming its head")
+	require.NoError(t, os.WriteFile(fault, []byte(DropHeld), 0o644))
+	require.Error(t, <-pushed, "the held push is refused")
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "--verify", "-q", "main").CombinedOutput()
+	assert.Error(t, err, "nothing was received: %s", out)
 }
 
 // serveWithRobot serves the repository name, whose pushers and (behind
