@@ -5,8 +5,8 @@ package gitserver
 
 import (
 	"bytes"
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
