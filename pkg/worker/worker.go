@@ -500,6 +500,18 @@ func (w *Worker) closeSnapshot(t *target) {
 	}
 }
 
+// closeReassert has the committer's window, holding a re-assertion after
+// foreign commits, close at this step.
+func (w *Worker) closeReassert(t *target) {
+	if !t.reasserting {
+		return
+	}
+	t.reasserting = false
+	if win := t.windows[w.committer]; win != nil {
+		win.reassert = true
+	}
+}
+
 // allSynced says whether every scope of t has delivered its initial state.
 func allSynced(t *target) bool {
 	return !slices.ContainsFunc(t.cfg.Scopes, func(s document.Scope) bool { return !slices.Contains(t.synced, s) })
@@ -623,13 +635,7 @@ func (w *Worker) step(ctx context.Context) {
 		if t.sweep {
 			w.sweepTarget(t)
 		}
-		if t.reasserting {
-			// After the sweep, so what it removes goes in the same commit.
-			t.reasserting = false
-			if win := t.windows[w.committer]; win != nil {
-				win.reassert = true
-			}
-		}
+		w.closeReassert(t) // after the sweep, so what it removes goes in the same commit
 		w.closeSnapshot(t)
 		w.attachSaves(t)
 		now = w.clock.Now()
