@@ -85,6 +85,18 @@ func (c *clocked) changeBy(tg Target, name, user, value string) {
 	c.settle() // handled at the current time, before the clock moves
 }
 
+// byHand pushes to url, as somebody with the git CLI, a commit of what
+// change does in a clone.
+func (c *clocked) byHand(url, message string, change func(work string)) {
+	c.t.Helper()
+	work := filepath.Join(c.t.TempDir(), "w")
+	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
+	change(work)
+	c.git(work, "add", "-A")
+	c.git(work, "commit", "--quiet", "-m", message)
+	c.git(work, "push", "--quiet", "origin", "HEAD:main")
+}
+
 func (r *recorder) failureCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -283,11 +295,7 @@ func TestAForeignDeleteIsRepaired(t *testing.T) {
 	c.step(site.Window.Silence)
 	require.Len(t, c.remoteFiles(), 3)
 
-	work := filepath.Join(t.TempDir(), "w")
-	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
-	c.git(work, "rm", "-r", "--quiet", "clusters/dev")
-	c.git(work, "commit", "--quiet", "-m", "remove the folder")
-	c.git(work, "push", "--quiet", "origin", "HEAD:main")
+	c.byHand(url, "remove the folder", func(work string) { c.git(work, "rm", "-r", "--quiet", "clusters/dev") })
 	require.Empty(t, c.remoteFiles())
 
 	c.change(site, "a", "a: 2")
@@ -313,11 +321,7 @@ func TestAReassertLeavesAPersonsChangeToTheirWindow(t *testing.T) {
 	c.step(tg.Window.Silence)
 	require.Len(t, c.remoteFiles(), 2)
 
-	work := filepath.Join(t.TempDir(), "w")
-	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
-	c.git(work, "rm", "-r", "--quiet", "clusters/dev")
-	c.git(work, "commit", "--quiet", "-m", "remove the folder")
-	c.git(work, "push", "--quiet", "origin", "HEAD:main")
+	c.byHand(url, "remove the folder", func(work string) { c.git(work, "rm", "-r", "--quiet", "clusters/dev") })
 
 	c.changeBy(tg, "a", "alice", "a: 2")
 	c.step(tg.Window.Silence / 2)
@@ -436,11 +440,9 @@ func TestAReplayThatFailsGoesOn(t *testing.T) {
 	c.step(tg.Window.Silence)
 	require.Len(t, c.remoteFiles(), 2)
 
-	work := filepath.Join(t.TempDir(), "w")
-	c.git(filepath.Dir(work), "clone", "--quiet", url, work)
-	require.NoError(t, os.WriteFile(filepath.Join(work, "clusters/dev/demo/configmaps/b.yaml"), []byte("b: by hand\n"), 0o644))
-	c.git(work, "commit", "--quiet", "-am", "by hand")
-	c.git(work, "push", "--quiet", "origin", "HEAD:main")
+	c.byHand(url, "by hand", func(work string) {
+		require.NoError(t, os.WriteFile(filepath.Join(work, "clusters/dev/demo/configmaps/b.yaml"), []byte("b: by hand\n"), 0o644))
+	})
 
 	calls := 0
 	c.w.do(c.ctx, func() {

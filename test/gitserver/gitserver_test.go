@@ -54,18 +54,25 @@ func TestPushAndClone(t *testing.T) {
 	assert.Equal(t, "a: 1\n", string(data))
 }
 
-// TestRecordPushesLogsEachPushInOrder: RecordPushes names every push the
-// server took, with the head before and after, and none it refused.
-func TestRecordPushesLogsEachPushInOrder(t *testing.T) {
-	root := t.TempDir()
+// serveDemo serves a new repository "demo" and returns the server's root,
+// the repository's folder and its URL.
+func serveDemo(t *testing.T) (root, dir, url string) {
+	t.Helper()
+	root = t.TempDir()
 	dir, err := CreateRepo(root, "demo")
 	require.NoError(t, err)
-	require.NoError(t, RecordPushes(dir))
 	h, err := Handler(root)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
-	defer srv.Close()
-	url := srv.URL + PathPrefix + "/demo.git"
+	t.Cleanup(srv.Close)
+	return root, dir, srv.URL + PathPrefix + "/demo.git"
+}
+
+// TestRecordPushesLogsEachPushInOrder: RecordPushes names every push the
+// server took, with the head before and after, and none it refused.
+func TestRecordPushesLogsEachPushInOrder(t *testing.T) {
+	_, dir, url := serveDemo(t)
+	require.NoError(t, RecordPushes(dir))
 
 	work := t.TempDir()
 	git(t, work, "init", "--quiet", "--initial-branch=main")
@@ -90,14 +97,7 @@ func TestRecordPushesLogsEachPushInOrder(t *testing.T) {
 // TestAHeldPushNamesItsHeadAndCanBeDropped: a push held by HoldPushes is
 // named in HeldFile by the head it pushes; DropHeld refuses it unreceived.
 func TestAHeldPushNamesItsHeadAndCanBeDropped(t *testing.T) {
-	root := t.TempDir()
-	dir, err := CreateRepo(root, "demo")
-	require.NoError(t, err)
-	h, err := Handler(root)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	url := srv.URL + PathPrefix + "/demo.git"
+	root, dir, url := serveDemo(t)
 	work := t.TempDir()
 	git(t, work, "init", "--quiet", "--initial-branch=main")
 	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "first")
