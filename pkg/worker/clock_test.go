@@ -279,11 +279,9 @@ func TestControlNeverWaitsForABusyWorker(t *testing.T) {
 
 // TestAForeignDeleteIsRepaired (finding 1): three documents mirrored,
 // somebody pushes a commit that deletes the target's folder, and a live
-// edit of one object follows. The push of that edit is rejected; after the
-// replay Git holds all three again, as the cluster does.
-// TestAForeignDeleteIsRepaired: the first push after a foreign commit
-// deleted the folder already holds every document again (the mirror
-// invariant), not only the one whose edit found the commit.
+// edit of one object follows. The push of that edit is rejected; the first
+// push after the replay already holds all three again, as the cluster does
+// (the mirror invariant), not only the one whose edit found the commit.
 func TestAForeignDeleteIsRepaired(t *testing.T) {
 	url, bare := serveRepo(t)
 	c := startClocked(t, url, site)
