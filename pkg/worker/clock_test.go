@@ -304,20 +304,28 @@ func TestAForeignDeleteIsRepaired(t *testing.T) {
 	assert.Equal(t, "a: 2", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
 }
 
-// TestAReassertLeavesAPersonsChangeToTheirWindow: the re-assertion after
-// a foreign commit closes at once, but an object in a person's open window
-// is left to that window, so the person stays its author.
-func TestAReassertLeavesAPersonsChangeToTheirWindow(t *testing.T) {
+// startWithAlicesTwo starts tg, with authors, on a new repository whose
+// documents a and b alice wrote and Git holds; it returns the worker, the
+// target and the repository's URL.
+func startWithAlicesTwo(t *testing.T, tg Target) (*clocked, Target, string) {
 	url, bare := serveRepo(t)
-	tg := site
 	tg.Authors = &authors{waiting: map[string]bool{}}
-	tg.Window = Window{Silence: 10 * time.Second, MaxAge: time.Hour}
 	c := startClocked(t, url, tg)
 	c.bare = bare
 	c.changeBy(tg, "a", "alice", "a: 1")
 	c.changeBy(tg, "b", "alice", "b: 1")
 	c.step(tg.Window.Silence)
 	require.Len(t, c.remoteFiles(), 2)
+	return c, tg, url
+}
+
+// TestAReassertLeavesAPersonsChangeToTheirWindow: the re-assertion after
+// a foreign commit closes at once, but an object in a person's open window
+// is left to that window, so the person stays its author.
+func TestAReassertLeavesAPersonsChangeToTheirWindow(t *testing.T) {
+	tg := site
+	tg.Window = Window{Silence: 10 * time.Second, MaxAge: time.Hour}
+	c, tg, url := startWithAlicesTwo(t, tg)
 
 	c.byHand(url, "remove the folder", func(work string) { c.git(work, "rm", "-r", "--quiet", "clusters/dev") })
 
@@ -330,7 +338,7 @@ func TestAReassertLeavesAPersonsChangeToTheirWindow(t *testing.T) {
 		"the first push holds the folder again, b as Git last had it from the cluster")
 	c.step(tg.Window.Silence / 2) // bob's window
 	assert.Equal(t, "b: 2", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"))
-	assert.Equal(t, "bob", c.git(bare, "log", "-1", "--format=%an", "main", "--", "clusters/dev/demo/configmaps/b.yaml"))
+	assert.Equal(t, "bob", c.git(c.bare, "log", "-1", "--format=%an", "main", "--", "clusters/dev/demo/configmaps/b.yaml"))
 }
 
 // TestASaveGivesUpWhileItsCommitFails: a save whose window cannot be
@@ -428,15 +436,7 @@ func TestASaveGivesUpWhilePushesFail(t *testing.T) {
 // dropped: the next step goes on, and Git ends equal to the cluster with each
 // change by its author.
 func TestAReplayThatFailsGoesOn(t *testing.T) {
-	url, bare := serveRepo(t)
-	tg := site
-	tg.Authors = &authors{waiting: map[string]bool{}}
-	c := startClocked(t, url, tg)
-	c.bare = bare
-	c.changeBy(tg, "a", "alice", "a: 1")
-	c.changeBy(tg, "b", "alice", "b: 1")
-	c.step(tg.Window.Silence)
-	require.Len(t, c.remoteFiles(), 2)
+	c, tg, url := startWithAlicesTwo(t, site)
 
 	c.byHand(url, "by hand", func(work string) {
 		require.NoError(t, os.WriteFile(filepath.Join(work, "clusters/dev/demo/configmaps/b.yaml"), []byte("b: by hand\n"), 0o644))
@@ -464,7 +464,7 @@ func TestAReplayThatFailsGoesOn(t *testing.T) {
 	assert.Equal(t, "b: 1", c.remoteShow("clusters/dev/demo/configmaps/b.yaml"), "the cluster's b is re-asserted")
 	assert.Equal(t, "c: 1", c.remoteShow("clusters/dev/demo/configmaps/c.yaml"))
 	authorsOf := func(p string) string {
-		return c.git(bare, "log", "-1", "--format=%an", "main", "--", "clusters/dev/demo/configmaps/"+p)
+		return c.git(c.bare, "log", "-1", "--format=%an", "main", "--", "clusters/dev/demo/configmaps/"+p)
 	}
 	assert.Equal(t, "alice", authorsOf("a.yaml"))
 	assert.Equal(t, "bob", authorsOf("c.yaml"))
