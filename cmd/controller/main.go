@@ -44,7 +44,9 @@ import (
 	"reverser.dev/reverser/pkg/event"
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	informers "reverser.dev/reverser/pkg/generated/informers/externalversions"
+	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/leaderendpoint"
+	"reverser.dev/reverser/pkg/leasefence"
 	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/pkg/pki"
 	"reverser.dev/reverser/pkg/seal"
@@ -232,7 +234,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	cs, err := build(ctx, o, cfg, kube)
+	id, _ := os.Hostname()
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	cs, err := build(ctx, o, cfg, kube, id)
 	if err != nil {
 		return err
 	}
@@ -246,8 +250,6 @@ func run(ctx context.Context, o options) error {
 	if err := serveEndpoints(ctx, o, cs.mirror, leading); err != nil {
 		return err
 	}
-	id, _ := os.Hostname()
-	id = fmt.Sprintf("%s_%d", id, os.Getpid())
 	endpoint := leaderEndpoint(o, kube, id)
 	runControllers := func(ctx context.Context) {
 		close(leading)
@@ -295,7 +297,19 @@ func recheckAuthorizer(o options, kube kubernetes.Interface) (authorizer.Authori
 	return &tenancy.FailClosed{Next: authz, Grace: o.authzFailureGrace, Clock: clock.RealClock{}}, nil
 }
 
-func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Interface) (*controllers, error) {
+// pushFence is what every push asks first: with leader election, whether
+// the replica id still holds the Lease.
+func pushFence(o options, kube kubernetes.Interface, id string) gitrepo.Fence {
+	if !o.leaderElect {
+		return nil
+	}
+	return (&leasefence.Checker{Leases: kube.CoordinationV1(), Namespace: o.leaseNamespace, Name: o.leaseName, Identity: id,
+		MaxAge: o.renewDeadline, Clock: clock.RealClock{}}).Check
+}
+
+// build makes the controllers the leader runs; id is this replica's leader
+// election identity.
+func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Interface, id string) (*controllers, error) {
 	rev, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -326,7 +340,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 		Factory: factory, Authorizer: authz, FluxIdentities: splitList(o.fluxIdentities),
 		ArgoCDIdentities: splitList(o.argoIdentities),
 		ApplyGrace:       o.applyGrace, RemotePoll: o.remotePoll, ClaimReports: operations.Record, DigestKey: digestKey,
-		RecordedGroupsMaxAge: o.groupsMaxAge, Events: events})
+		RecordedGroupsMaxAge: o.groupsMaxAge, Events: events, PushFence: pushFence(o, kube, id)})
 	return &controllers{
 		facts:    facts,
 		clusters: clusters,

@@ -57,6 +57,16 @@ import (
 // ErrRejected means the remote branch moved: fetch, rebuild, push again.
 var ErrRejected = errors.New("push rejected: the remote branch has commits this worker does not have")
 
+// ErrFenced means the push was not sent: the fence said this process may
+// not write to the remote now (a replica that lost its leader election
+// Lease).
+var ErrFenced = errors.New("push not sent")
+
+// Fence is asked right before a push is sent; an error stops the push.
+// It is what keeps a paused leader that lost its Lease from pushing once it
+// runs again, before it notices on its own.
+type Fence func(context.Context) error
+
 // Repo is a bare repository mirroring one branch of one remote.
 type Repo struct {
 	repo   *git.Repository
@@ -75,6 +85,8 @@ type Repo struct {
 	staged []plumbing.EncodedObject
 	// walked counts pushes that had to walk the repository (for tests).
 	walked int
+	// fence, when set, is asked before every push is sent.
+	fence Fence
 }
 
 // objectCacheSize bounds each repository's cache of decoded objects: the
@@ -114,6 +126,21 @@ func Open(dir, url, branch string, auth transport.AuthMethod) (*Repo, error) {
 
 // SetAuth replaces the credentials used for the remote.
 func (r *Repo) SetAuth(auth transport.AuthMethod) { r.auth = auth }
+
+// SetFence makes every push ask f first, as late as it can: after the
+// remote's references were read, right before the update is sent.
+func (r *Repo) SetFence(f Fence) { r.fence = f }
+
+// fenced is nil when no fence is set or the fence lets a push through.
+func (r *Repo) fenced(ctx context.Context) error {
+	if r.fence == nil {
+		return nil
+	}
+	if err := r.fence(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	}
+	return nil
+}
 
 // URL is the remote's address as redact.URL shows it, for logs and messages.
 func (r *Repo) URL() string { return redact.URL(r.url) }
@@ -174,10 +201,15 @@ func (r *Repo) Push(ctx context.Context, head plumbing.Hash) error {
 	} else {
 		r.walked++
 		spec := config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, r.branch))
+		if err := r.fenced(ctx); err != nil {
+			return err
+		}
 		err = r.repo.PushContext(ctx, &git.PushOptions{RemoteName: remoteName, RefSpecs: []config.RefSpec{spec}, Auth: r.auth})
 	}
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, ErrFenced):
+		return err
 	case errors.Is(err, ErrRejected), errors.Is(err, git.ErrNonFastForwardUpdate), strings.Contains(err.Error(), "non-fast-forward"),
 		strings.Contains(err.Error(), "fetch first"):
 		return ErrRejected
@@ -255,6 +287,9 @@ func (r *Repo) pushFresh(ctx context.Context, head plumbing.Hash) error {
 	}
 	req := packp.NewReferenceUpdateRequestFromCapabilities(caps)
 	req.Commands = []*packp.Command{{Name: ref, Old: remote, New: head}}
+	if err := r.fenced(ctx); err != nil {
+		return err
+	}
 	hashes := make([]plumbing.Hash, 0, len(r.fresh))
 	for h := range r.fresh {
 		hashes = append(hashes, h)

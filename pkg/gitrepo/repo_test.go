@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -323,5 +324,45 @@ func TestRepackingAgain(t *testing.T) {
 		files, err := r.Files(head)
 		require.NoError(t, err, "round %d", round)
 		assert.Len(t, files, 5*(round+1))
+	}
+}
+
+// TestAFenceStopsThePushBeforeItIsSent: a fence that refuses keeps the
+// remote where it was, on both ways a push goes (sending what this Repo
+// wrote, and walking the repository), and the push goes once it allows.
+func TestAFenceStopsThePushBeforeItIsSent(t *testing.T) {
+	for _, walk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("walk=%v", walk), func(t *testing.T) {
+			url, bare := remote(t)
+			require.NoError(t, gitserver.RecordPushes(bare))
+			ctx := context.Background()
+			dir := t.TempDir()
+			r, err := Open(dir, url, "main", nil)
+			require.NoError(t, err)
+			_, err = r.Fetch(ctx)
+			require.NoError(t, err)
+			c1, err := r.Commit(plumbing.ZeroHash, map[string][]byte{"a.yaml": []byte("1\n")}, info)
+			require.NoError(t, err)
+			if walk { // a Repo that did not write c1 walks to find what to send
+				r, err = Open(dir, url, "main", nil)
+				require.NoError(t, err)
+			}
+			refusal := errors.New("the Lease is held by another replica")
+			asked := 0
+			r.SetFence(func(context.Context) error { asked++; return refusal })
+			err = r.Push(ctx, c1)
+			require.ErrorIs(t, err, ErrFenced)
+			require.ErrorIs(t, err, refusal)
+			assert.Equal(t, 1, asked)
+			pushes, err := gitserver.Pushes(bare)
+			require.NoError(t, err)
+			assert.Empty(t, pushes, "a fenced push reached the remote")
+
+			r.SetFence(func(context.Context) error { asked++; return nil })
+			require.NoError(t, r.Push(ctx, c1))
+			assert.Equal(t, 2, asked)
+			assert.Equal(t, c1.String(), gitCLI(t, bare, "rev-parse", "main"))
+			assert.Equal(t, walk, r.walked > 0)
+		})
 	}
 }

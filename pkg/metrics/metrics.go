@@ -58,7 +58,7 @@ var (
 	// Pushes counts pushes by result.
 	Pushes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "reverser_pushes_total",
-		Help: "Pushes, by result: ok, rejected (the remote moved; replayed), error.",
+		Help: "Pushes, by result: ok, rejected (the remote moved; replayed), error, fenced (not sent: this replica may not lead).",
 	}, []string{"result"})
 	// CommitSeconds times building and writing one commit.
 	CommitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{

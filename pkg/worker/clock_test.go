@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -15,6 +17,7 @@ import (
 	"reverser.dev/reverser/pkg/document"
 	"reverser.dev/reverser/pkg/gitrepo"
 	"reverser.dev/reverser/pkg/identity"
+	"reverser.dev/reverser/pkg/metrics"
 	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/testkeys"
 )
@@ -637,4 +640,35 @@ func TestASuspendCommitsWhatItHoldsThenLetsGo(t *testing.T) {
 	c.w.RemoveTarget(c.ctx, tg.Key)
 	c.settle()
 	assert.Equal(t, []Suspension{SuspensionDropped}, ended, "a target removed first drops it")
+}
+
+// TestAFencedPushIsHeldAndNotReported: while the push fence refuses (a
+// replica that lost its Lease), nothing reaches the remote and no failure
+// is reported (status is the leader's to write); the commit goes once the
+// fence allows.
+func TestAFencedPushIsHeldAndNotReported(t *testing.T) {
+	url, bare := serveRepo(t)
+	c := startClocked(t, url, site)
+	c.bare = bare
+	var leading atomic.Bool
+	c.w.do(c.ctx, func() {
+		c.w.repo.SetFence(func(context.Context) error {
+			if leading.Load() {
+				return nil
+			}
+			return errors.New(`the leader election Lease is held by "b_2"`)
+		})
+	})
+	fenced := func() float64 { return testutil.ToFloat64(metrics.Pushes.WithLabelValues("fenced")) }
+	before := fenced()
+	c.change(site, "a", "a: 1")
+	c.step(site.Window.Silence)
+	assert.Equal(t, 0, c.commitCount(), "a fenced push reached the remote")
+	assert.Equal(t, 0, c.rec.failureCount(), "a replica that may not lead reported a failure")
+	assert.Equal(t, before+1, fenced())
+
+	leading.Store(true)
+	c.step(time.Second) // past the first backoff
+	assert.Equal(t, 1, c.commitCount())
+	assert.Equal(t, "a: 1", c.remoteShow("clusters/dev/demo/configmaps/a.yaml"))
 }

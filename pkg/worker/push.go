@@ -114,6 +114,13 @@ func (w *Worker) push(ctx context.Context) {
 		if err := w.replay(); err != nil {
 			w.failCommit(err)
 		}
+	case errors.Is(err, gitrepo.ErrFenced):
+		// Not sent: this replica may not lead any more. Held and retried
+		// until the process gives up leading, and not reported: status is
+		// the leader's to write.
+		metrics.Pushes.WithLabelValues("fenced").Inc()
+		klog.FromContext(ctx).Info("Push not sent: this replica may not lead", "reason", err)
+		w.backOff(stagePush, err)
 	default:
 		metrics.Pushes.WithLabelValues("error").Inc()
 		w.fail(stagePush, err)
@@ -279,6 +286,12 @@ const (
 // fail backs off after an error in stage; the next successful push counts
 // as a recovery from the outage's first failure.
 func (w *Worker) fail(stage string, err error) {
+	w.backOff(stage, err)
+	w.reporter.Failed(w.sortedTargets(), err)
+}
+
+// backOff holds the next attempt back, longer after each failure in a row.
+func (w *Worker) backOff(stage string, err error) {
 	if w.out.outage == "" {
 		w.out.outage = stage
 	}
@@ -289,5 +302,4 @@ func (w *Worker) fail(stage string, err error) {
 	}
 	w.out.retryAt = w.clock.Now().Add(w.out.backoff)
 	w.out.lastErr = err
-	w.reporter.Failed(w.sortedTargets(), err)
 }

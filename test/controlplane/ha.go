@@ -30,6 +30,10 @@ const (
 func APIServerName(i int) string  { return fmt.Sprintf("reverser-apiserver-%d", i) }
 func ControllerName(i int) string { return fmt.Sprintf("reverser-controller-%d", i) }
 
+// AgentEnv is what go-git adds to the User-Agent of its requests: each HA
+// controller sets it to its ControllerName.
+const AgentEnv = "GO_GIT_USER_AGENT_EXTRA"
+
 // haPorts are the HA plane's ports beyond the single plane's, which its
 // first members use.
 type haPorts struct {
@@ -150,8 +154,9 @@ func startHAControllers(ctx context.Context, env *Env, o Options, p ports, step 
 	for i, ports := range p.ha.controllers {
 		name := ControllerName(i)
 		step("%s, metrics on 127.0.0.1:%d", name, ports[0])
-		check, err := startProcess(env.Dir, env.LogDir, name, filepath.Join(o.ReverserBin, "reverser-controller"),
-			append(controllerArgs(env),
+		// Each names itself in its pushes' User-Agent (gitserver.Attempts).
+		check, err := startProcessEnv(env.Dir, env.LogDir, name, filepath.Join(o.ReverserBin, "reverser-controller"),
+			[]string{AgentEnv + "=" + name}, append(controllerArgs(env),
 				"--data-dir="+filepath.Join(env.Dir, name),
 				fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 				fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),

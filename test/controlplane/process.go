@@ -246,3 +246,10 @@ func Pid(env *Env, name string) (int, error) {
 	pid, _, err := readPidFile(filepath.Join(env.Dir, "pids", name+".pid"))
 	return pid, err
 }
+
+// Running says whether the named process still runs (it may have exited on
+// its own, as a controller that lost its Lease does).
+func Running(env *Env, name string) bool {
+	pid, bin, err := readPidFile(filepath.Join(env.Dir, "pids", name+".pid"))
+	return err == nil && alive(pid, bin)
+}

@@ -53,6 +53,8 @@ type fault struct {
 const (
 	fallbackControllerLost = "the controller died with open windows: the one that starts next finds the cluster ahead of Git and " +
 		"commits the difference as the committer (its facts were in the dead one's memory)"
+	fallbackLeaderPaused = "the leader was paused with open windows, and kube-apiserver's audit connection stayed with it until it " +
+		"exited: the new leader commits the changes made meanwhile as the unresolved author, as often as their windows close"
 	fallbackAuditBatchLost = "kube-apiserver killed (SIGKILL) with audit events batched and not sent yet: no fact names the " +
 		"authors of the last changes it took, which are committed by the unresolved author after the grace"
 )
@@ -303,6 +305,7 @@ func runFault(t *testing.T, env *controlplane.Env, f fault, r *result) {
 		Foreign: foreignAuthor}, isBurstObject)
 	r.lost = append(r.lost, v.Lost...)
 	r.duplicated, r.misattributed, r.unresolved, r.reordered, r.byWriter = v.Duplicated, v.Misattributed, v.Unresolved, v.Reordered, v.Committed
+	r.unresolvedWrites = v.UnresolvedWrites
 }
 
 // isBurstObject says whether a document's object is one the burst writes.

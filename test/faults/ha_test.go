@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,10 +24,15 @@ import (
 	"reverser.dev/reverser/pkg/generated/clientset/versioned"
 	"reverser.dev/reverser/pkg/servingcert"
 	"reverser.dev/reverser/test/controlplane"
+	"reverser.dev/reverser/test/gitserver"
 )
 
 // leaseName is the controllers' leader election Lease in ReverserNamespace.
 const leaseName = "reverser-controller"
+
+// auditBatchMaxWait is how long kube-apiserver batches audit events on the
+// plane (controlplane.Options.AuditBatchMaxWait's default).
+const auditBatchMaxWait = time.Second
 
 // maxFailover bounds a takeover with the controllers' default leader
 // election (10s lease, 2s retry): the standby may see the leader's last
@@ -52,20 +58,23 @@ func TestHA(t *testing.T) {
 
 	t.Run("the leading controller killed (SIGKILL) mid-burst", func(t *testing.T) {
 		var failover time.Duration
-		f := fault{name: "HA: leading controller killed (SIGKILL)", fallback: fallbackControllerLost, inject: func(t *testing.T, _ *mirror) {
+		haRow(t, ha, fault{name: "HA: leading controller killed (SIGKILL)", fallback: fallbackControllerLost, inject: func(t *testing.T, _ *mirror) {
 			failover = killLeader(t, ha, admin)
-		}}
-		r := &result{fault: f.name}
-		func() {
-			defer func() { printRows(t, []result{*r}) }()
-			runFault(t, ha, f, r)
-			checkInvariant(t, r, f.fallback)
-		}()
-		msg := fmt.Sprintf("HA failover: the standby led %.1fs after the leader was killed", failover.Seconds())
-		t.Log(msg)
-		fmt.Println(msg)
+		}})
+		say(t, fmt.Sprintf("HA failover: the standby led %.1fs after the leader was killed", failover.Seconds()))
 		if failover > maxFailover {
 			t.Errorf("failover took %s, more than leader election allows (%s)", failover, maxFailover)
+		}
+	})
+
+	t.Run("split brain: the leader paused (SIGSTOP) past its Lease, resumed mid-push", func(t *testing.T) {
+		var late []gitserver.Attempt
+		var paused string
+		haRow(t, ha, fault{name: "HA: split brain, leader paused past its Lease, resumed mid-push", fallback: fallbackLeaderPaused,
+			inject: func(t *testing.T, m *mirror) { paused, late = splitBrain(t, ha, admin, m.row) }})
+		say(t, fmt.Sprintf("HA split brain: %d pushes sent by the paused leader (%s) after it lost its Lease", len(late), paused))
+		for _, a := range late {
+			t.Errorf("the paused leader pushed after it lost its Lease: %s at %s", a.Path, a.At.Format(time.RFC3339Nano))
 		}
 	})
 
@@ -74,50 +83,123 @@ func TestHA(t *testing.T) {
 	})
 }
 
-// killLeader kills the controller holding the Lease and returns how long
-// until the other held it and pointed the audit Service at itself.
-func killLeader(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface) time.Duration {
+// haRow runs f on the HA plane as a row of the table, printed even when
+// the run fails.
+func haRow(t *testing.T, ha *controlplane.Env, f fault) {
 	t.Helper()
-	holder := func() string {
-		l, err := admin.CoordinationV1().Leases(controlplane.ReverserNamespace).Get(context.Background(), leaseName, metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
+	r := &result{fault: f.name}
+	defer func() { printRows(t, []result{*r}) }()
+	runFault(t, ha, f, r)
+	checkInvariant(t, r, f.fallback)
+}
+
+// say logs msg and prints it beside the table.
+func say(t *testing.T, msg string) {
+	t.Log(msg)
+	fmt.Println(msg)
+}
+
+// holder is the leader election identity holding the Lease ("" none).
+func holder(admin kubernetes.Interface) string {
+	l, err := admin.CoordinationV1().Leases(controlplane.ReverserNamespace).Get(context.Background(), leaseName, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
 	}
-	leader := holder()
-	name := ""
+	return *l.Spec.HolderIdentity
+}
+
+// leader names the controller holding the Lease, and its identity.
+func leader(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface) (name, identity string) {
+	t.Helper()
+	identity = holder(admin)
 	for i := range 2 {
 		pid, err := controlplane.Pid(ha, controlplane.ControllerName(i))
 		must(t, err)
-		if strings.HasSuffix(leader, "_"+strconv.Itoa(pid)) {
-			name = controlplane.ControllerName(i)
+		if strings.HasSuffix(identity, "_"+strconv.Itoa(pid)) {
+			return controlplane.ControllerName(i), identity
 		}
 	}
-	if name == "" {
-		t.Fatalf("no controller of this plane holds the Lease (holder %q)", leader)
-	}
-	must(t, controlplane.Kill(ha, name))
-	killed := time.Now()
-	var failover time.Duration
+	t.Fatalf("no controller of this plane holds the Lease (holder %q)", identity)
+	return "", ""
+}
+
+// takeover waits until a controller other than the one of identity old
+// holds the Lease and has pointed the audit Service at itself, and returns
+// how long after since the Lease changed hands.
+func takeover(t *testing.T, admin kubernetes.Interface, old string, since time.Time) time.Duration {
+	t.Helper()
+	var took time.Duration
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		now := holder()
-		if now == "" || now == leader {
+		now := holder(admin)
+		if now == "" || now == old {
 			return false, nil
 		}
-		if failover == 0 {
-			failover = time.Since(killed)
+		if took == 0 {
+			took = time.Since(since)
 		}
 		s, err := admin.DiscoveryV1().EndpointSlices(controlplane.ReverserNamespace).Get(context.Background(), "reverser-audit-leader",
 			metav1.GetOptions{})
 		return err == nil && s.Annotations["reverser.dev/leader"] == now, nil
 	})
 	if err != nil {
-		t.Fatalf("no new leader, or it did not take the audit Service (holder %q): %v", holder(), err)
+		t.Fatalf("no new leader, or it did not take the audit Service (holder %q): %v", holder(admin), err)
 	}
+	return took
+}
+
+// killLeader kills the controller holding the Lease and returns how long
+// until the other held it and pointed the audit Service at itself.
+func killLeader(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface) time.Duration {
+	t.Helper()
+	name, identity := leader(t, ha, admin)
+	must(t, controlplane.Kill(ha, name))
+	failover := takeover(t, admin, identity, time.Now())
 	// Back as a standby, as a Pod's restart would be.
 	t.Cleanup(func() { must(t, controlplane.Restart(ha, name)) })
 	return failover
+}
+
+// splitBrain pauses the leading controller (SIGSTOP) until the other has
+// taken its Lease, has the Git server hold the new leader's next push, and
+// resumes the old one (SIGCONT) meanwhile: it runs on for a moment believing
+// it leads, with changes of its own to push. Once it has exited (it does
+// when it learns it lost the Lease), the held push goes on. It returns the
+// paused controller's name and the pushes it sent after it was resumed.
+// Writes answered from a batch before the pause until it exited may lose
+// their authors (r.authorsAway).
+func splitBrain(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface, r *result) (string, []gitserver.Attempt) {
+	t.Helper()
+	name, identity := leader(t, ha, admin)
+	must(t, controlplane.Signal(ha, name, syscall.SIGSTOP))
+	r.authorsAway[0] = time.Now().Add(-auditBatchMaxWait)
+	t.Cleanup(func() {
+		_ = controlplane.Signal(ha, name, syscall.SIGCONT)
+		must(t, controlplane.Restart(ha, name)) // back as a standby
+	})
+	takeover(t, admin, identity, time.Now())
+
+	fault := filepath.Join(ha.GitRoot, gitserver.FaultFile)
+	must(t, os.WriteFile(fault, []byte(gitserver.HoldPushes), 0o644))
+	defer func() { _ = os.Remove(fault) }()
+	poll(t, 2*time.Minute, "the new leader's push held by the Git server", func() bool {
+		_, err := os.Stat(filepath.Join(ha.GitRoot, gitserver.HeldFile))
+		return err == nil
+	})
+	resumed := time.Now()
+	must(t, controlplane.Signal(ha, name, syscall.SIGCONT))
+	poll(t, 2*time.Minute, "the resumed controller giving up and exiting", func() bool { return !controlplane.Running(ha, name) })
+	r.authorsAway[1] = time.Now()
+	must(t, os.Remove(fault))
+
+	attempts, err := gitserver.Attempts(ha.GitRoot)
+	must(t, err)
+	var late []gitserver.Attempt
+	for _, a := range attempts {
+		if a.At.After(resumed) && strings.HasSuffix(a.Agent, " "+name) {
+			late = append(late, a)
+		}
+	}
+	return name, late
 }
 
 // apiServerReplicaDies kills one API server replica while clients ask the

@@ -220,6 +220,7 @@ func (m *mirror) burst(stop context.Context, objects int, l *ledger.Ledger) {
 						exists[name] = false
 					}
 				}
+				e.At = time.Now()
 				switch {
 				case err == nil:
 					e.RV, _ = strconv.ParseInt(obj.ResourceVersion, 10, 64)

@@ -48,6 +48,55 @@ const (
 	HeldFile   = ".held"
 )
 
+// AttemptsFile, under root, lists every push the server was sent, taken
+// or not, in the order they came: the time, the path and the client's
+// User-Agent, tab-separated. Reverser's processes in the tests name
+// themselves there (go-git adds GO_GIT_USER_AGENT_EXTRA to its agent), so
+// a test can tell which replica tried to push when.
+const AttemptsFile = ".push-attempts"
+
+// Attempt is one push the server was sent.
+type Attempt struct {
+	At          time.Time
+	Path, Agent string
+}
+
+// Attempts lists what AttemptsFile holds for root, oldest first.
+func Attempts(root string) ([]Attempt, error) {
+	data, err := os.ReadFile(filepath.Join(root, AttemptsFile))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Attempt
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", AttemptsFile, line, err)
+		}
+		out = append(out, Attempt{At: time.Unix(0, ns), Path: f[1], Agent: f[2]})
+	}
+	return out, nil
+}
+
+// logAttempt appends one line to AttemptsFile; one write of a short line
+// to a file opened for appending does not interleave with another's.
+func logAttempt(root string, r *http.Request) {
+	f, err := os.OpenFile(filepath.Join(root, AttemptsFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	agent := strings.NewReplacer("\t", " ", "\n", " ").Replace(r.UserAgent())
+	_, _ = fmt.Fprintf(f, "%d\t%s\t%s\n", time.Now().UnixNano(), r.URL.Path, agent)
+}
+
 // Handler serves the bare repositories under root.
 func Handler(root string) (http.Handler, error) {
 	out, err := exec.Command("git", "--exec-path").Output()
@@ -88,6 +137,9 @@ func Handler(root string) (http.Handler, error) {
 		return strings.TrimSpace(string(data))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			logAttempt(root, r)
+		}
 		f := fault()
 		if code, err := strconv.Atoi(f); err == nil && code >= 400 {
 			http.Error(w, "injected fault", code)

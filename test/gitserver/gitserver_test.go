@@ -162,3 +162,37 @@ func TestPublicNeedsCredentialsToPush(t *testing.T) {
 	git(t, work, "push", "-q", "http://robot:s3cret@"+host+PublicPrefix+"/open.git", "HEAD:main")
 	git(t, work, "ls-remote", "http://"+host+PublicPrefix+"/open.git")
 }
+
+// TestAttemptsNameEveryPushSentAndWhoSentIt: every push the server was
+// sent is logged with its client's User-Agent, a failed one too; a fetch is
+// not.
+func TestAttemptsNameEveryPushSentAndWhoSentIt(t *testing.T) {
+	root, _, url := serveDemo(t)
+	work := t.TempDir()
+	git(t, work, "init", "--quiet", "--initial-branch=main")
+	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "first")
+	git(t, work, "-c", "http.userAgent=replica-a", "push", "--quiet", url, "main")
+	git(t, work, "fetch", "--quiet", url, "main")
+	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "second")
+	fault := filepath.Join(root, FaultFile)
+	require.NoError(t, os.WriteFile(fault, []byte(HoldPushes), 0o644))
+	pushed := make(chan error, 1)
+	go func() {
+		cmd := exec.Command("git", "-c", "http.userAgent=replica-b", "push", "--quiet", url, "main")
+		cmd.Dir = work
+		pushed <- cmd.Run()
+	}()
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(root, HeldFile))
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "the push held")
+	require.NoError(t, os.WriteFile(fault, []byte(DropHeld), 0o644))
+	require.Error(t, <-pushed, "the held push is dropped")
+
+	attempts, err := Attempts(root)
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	assert.Equal(t, []string{"replica-a", "replica-b"}, []string{attempts[0].Agent, attempts[1].Agent})
+	assert.Equal(t, PathPrefix+"/demo.git/git-receive-pack", attempts[0].Path)
+	assert.False(t, attempts[1].At.Before(attempts[0].At), "in the order they came")
+}

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -34,6 +35,9 @@ type Write struct {
 	// Uncertain: the request failed in a way that leaves open whether it
 	// happened (a server going away mid-request): it may be in Git or not.
 	Uncertain bool
+	// At is when the answer came: a fault may excuse what happened to the
+	// writes of a span of time.
+	At time.Time
 }
 
 func (e Write) deleted() bool { return e.Value == "" }
@@ -200,6 +204,8 @@ type Verdict struct {
 	// Unresolved: a write committed by the committer or the unresolved
 	// author, the documented fallback when no fact names the writer.
 	Unresolved []string
+	// UnresolvedWrites are the writes of Unresolved, in the same order.
+	UnresolvedWrites []Write
 	// Reordered: a write committed after a later one of the same object.
 	Reordered []string
 }
@@ -281,6 +287,7 @@ func walkObject(v *Verdict, w []Write, commits []Commit, idx []int, final string
 			v.Committed++
 		case names.Committer, names.Unresolved:
 			v.Unresolved = append(v.Unresolved, fmt.Sprintf("%s committed by %s in %s", w[j], c.Author, c.SHA[:7]))
+			v.UnresolvedWrites = append(v.UnresolvedWrites, w[j])
 		default:
 			v.Misattributed = append(v.Misattributed, fmt.Sprintf("%s committed by %s in %s", w[j], c.Author, c.SHA[:7]))
 		}

@@ -159,6 +159,7 @@ func TestTheLedgerBites(t *testing.T) {
 		v := r.check([]Write{set("cm-a", "alice", "alice-1"), set("cm-b", "bob", "bob-1")},
 			map[string]string{"cm-a": "alice-1", "cm-b": "bob-1"})
 		assert.Len(t, v.Unresolved, 2, "%+v", v)
+		assert.Equal(t, []string{"alice-1", "bob-1"}, []string{v.UnresolvedWrites[0].Value, v.UnresolvedWrites[1].Value})
 		assert.Empty(t, v.Misattributed)
 	})
 }

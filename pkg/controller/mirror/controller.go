@@ -129,6 +129,10 @@ type Config struct {
 	// Events records pushes, replays and refusals on GitTargets and
 	// rules; nil records none.
 	Events *event.Recorder
+	// PushFence, when set, is asked before every push is sent: with leader
+	// election, whether this replica still holds the Lease (package
+	// leasefence).
+	PushFence gitrepo.Fence
 }
 
 // Controller reconciles GitTargets.
@@ -226,7 +230,7 @@ func New(cfg Config) *Controller {
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "gittarget_status"}),
 	}
-	c.workers = newWorkers(cfg.DataDir, cfg.Facts, reporter{c})
+	c.workers = newWorkers(cfg.DataDir, cfg.Facts, reporter{c}, cfg.PushFence)
 	c.watchInputs(r, namespaces)
 	return c
 }

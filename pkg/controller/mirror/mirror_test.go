@@ -184,7 +184,7 @@ func TestWorkersAreReferenceCounted(t *testing.T) {
 	statuses := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	t.Cleanup(statuses.ShutDown)
 	c := &Controller{cfg: Config{DataDir: t.TempDir()}, ctx: ctx, queue: queue, statusQueue: statuses, reports: map[string]*report{}}
-	c.workers = newWorkers(c.cfg.DataDir, nil, reporter{c})
+	c.workers = newWorkers(c.cfg.DataDir, nil, reporter{c}, nil)
 	c.workers.run(ctx)
 	gp := &v1.GitProvider{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "repo"},
 		Spec: v1.GitProviderSpec{URL: "http://127.0.0.1:1/shared.git"}}

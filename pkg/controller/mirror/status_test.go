@@ -169,7 +169,7 @@ func TestASuspendedGitTargetSaysSo(t *testing.T) {
 	events := record.NewFakeRecorder(10)
 	c := &Controller{cfg: Config{Reverser: client, Events: event.New(events)}, targets: listers.NewGitTargetLister(targets),
 		mirrors: map[string]*mirrorState{}, reports: map[string]*report{}, observations: map[string]*observed{},
-		suspensions: map[string]*suspension{"team/site": {workerKey: "w"}}, workers: newWorkers(t.TempDir(), nil, nil),
+		suspensions: map[string]*suspension{"team/site": {workerKey: "w"}}, workers: newWorkers(t.TempDir(), nil, nil, nil),
 		rules:        listers.NewWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})),
 		clusterRules: listers.NewClusterWatchRuleLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))}
 	written := func() *v1.GitTarget {

@@ -30,6 +30,8 @@ type workers struct {
 	dataDir  string
 	facts    *attribution.Index
 	reporter worker.Reporter
+	// fence is every repository's push fence; nil pushes unasked.
+	fence gitrepo.Fence
 
 	mu      sync.Mutex
 	ctx     context.Context           // the workers run until it ends
@@ -58,8 +60,8 @@ type workerSetup struct {
 	signFP      string
 }
 
-func newWorkers(dataDir string, facts *attribution.Index, reporter worker.Reporter) *workers {
-	return &workers{dataDir: dataDir, facts: facts, reporter: reporter, ctx: context.Background(),
+func newWorkers(dataDir string, facts *attribution.Index, reporter worker.Reporter, fence gitrepo.Fence) *workers {
+	return &workers{dataDir: dataDir, facts: facts, reporter: reporter, fence: fence, ctx: context.Background(),
 		running: map[string]*runningWorker{}, retired: map[string]*runningWorker{}}
 }
 
@@ -113,6 +115,9 @@ func (ws *workers) acquire(ctx context.Context, key string, s workerSetup) (*wor
 	repo, err := gitrepo.Open(dir, s.url, s.branch, s.auth)
 	if err != nil {
 		return nil, err
+	}
+	if ws.fence != nil {
+		repo.SetFence(ws.fence)
 	}
 	var wake <-chan struct{}
 	if ws.facts != nil {
