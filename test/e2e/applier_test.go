@@ -59,6 +59,19 @@ func claimedMirror(t *testing.T, catchUpAfter string) *claimedFixture {
 	return c
 }
 
+// holdWindowsOpen makes the GitTarget site's windows close only on a save
+// (ten minutes of silence), and returns once the controller has taken it.
+func (f *mirrorFixture) holdWindowsOpen() {
+	f.t.Helper()
+	kubectlOK(f.t, admin, "", "patch", "gittarget", "-n", f.ns, "site", "--type=merge", "-p",
+		`{"spec":{"commit":{"window":{"silence":"10m","maxAge":"10m"}}}}`)
+	eventually(f.t, time.Minute, "the GitTarget's new window taken", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "gittarget", "-n", f.ns, "site", "-o", "jsonpath={.status.observedGeneration} {.metadata.generation}")
+		gens := strings.Fields(out)
+		return err == nil && len(gens) == 2 && gens[0] == gens[1], nil
+	})
+}
+
 // head is the branch's tip.
 func (f *mirrorFixture) head() string { return git(f.t, f.bare, "rev-parse", "main") }
 
@@ -119,9 +132,14 @@ func (c *claimedFixture) editDuringApply() {
 // with a revision that holds the commit.
 func TestALiveEditSurvivesFluxAndASaveAppliesIt(t *testing.T) {
 	c := claimedMirror(t, "0s")
+	clock := newFluxClock(t, "5s") // the claimed Kustomization's interval before the claim
+	// The edit stays in an open window until the save: Git lacks it, so
+	// Flux, were the claim not holding it, would put blue back on its next
+	// run.
+	c.holdWindowsOpen()
 	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
-	never(t, 15*time.Second, "Flux reverted the live edit", func() bool { return c.color("app") != "red" })
-	c.waitFile(c.cmPath("app"), func(s string) bool { return strings.Contains(s, "red") }, "the edit mirrored")
+	clock.runs(t, 2, "Flux reverted the live edit", func() bool { return c.color("app") != "red" })
+	assert.Contains(t, c.file(c.cmPath("app")), "blue", "Git held the edit: the check above proves nothing")
 
 	kubectlOK(t, alice, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"green"}}`)
 	c.createRequest(alice, "green", "  gitTargetRef: {name: site}\n  message: Green\n  catchUp: AfterPush\n")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -105,6 +107,7 @@ func fluxField(t *testing.T, resource, name, path string) string {
 func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 	ctx := context.Background()
 	ns, work, name, _ := fluxApp(t, "fluxclaim", "5s")
+	clock := newFluxClock(t, "5s")
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
 	require.NoError(t, err)
@@ -121,7 +124,7 @@ func TestFluxScheduleTakenOverAndConverged(t *testing.T) {
 
 	kubectlOK(t, controlplane.UserAdmin, "", "patch", "configmap", "-n", ns, "app", "--type=merge", "-p", `{"data":{"color":"red"}}`)
 	second := pushApp(t, work, "green")
-	never(t, 20*time.Second, "Flux reverted the live edit or fetched on its own schedule", func() bool {
+	clock.runs(t, 2, "Flux reverted the live edit or fetched on its own schedule", func() bool {
 		color := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", ns, "app", "-o", "jsonpath={.data.color}")
 		return color != "red" || strings.HasSuffix(fluxField(t, "gitrepository", name, ".status.artifact.revision"), second)
 	})
@@ -183,4 +186,35 @@ func TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt(t *testing.T) {
 	assert.Equal(t, "5s", fluxField(t, "gitrepository", c.ks, ".spec.interval"))
 	assert.Empty(t, fluxField(t, "kustomization", c.ks, `.metadata.annotations.reverser\.dev/claimed-by`))
 	kubectlOK(t, admin, "", "delete", "fluxclaim", "-n", c.ns, "apps", "--timeout=60s")
+}
+
+// fluxClock is an unheld Kustomization on a repository of its own: what an
+// applier's schedule would have done shows on it, so a check that a held
+// one did nothing waits for its runs, not for a fixed time.
+type fluxClock struct{ ns string }
+
+// newFluxClock starts a Kustomization at interval applying a ConfigMap
+// "app" of color blue.
+func newFluxClock(t *testing.T, interval string) *fluxClock {
+	t.Helper()
+	ns, _, _, _ := fluxApp(t, "clock", interval)
+	return &fluxClock{ns: ns}
+}
+
+// runs returns once the clock's Kustomization has run n times on its own
+// schedule (each time its ConfigMap is drifted and Flux puts it back),
+// failing the test at once if broken ever holds meanwhile.
+func (c *fluxClock) runs(t *testing.T, n int, what string, broken func() bool) {
+	t.Helper()
+	for i := range n {
+		kubectlOK(t, controlplane.UserAdmin, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"drifted"}}`)
+		err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			if broken() {
+				return false, errors.New(what)
+			}
+			color := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", c.ns, "app", "-o", "jsonpath={.data.color}")
+			return color == "blue", nil
+		})
+		require.NoError(t, err, "run %d of an unheld Kustomization", i+1)
+	}
 }
