@@ -82,14 +82,6 @@ func (a *argoFixture) syncs() int {
 	return len(history)
 }
 
-// longWindow keeps live edits in the GitTarget's commit window until a
-// save, from the time it returns.
-func (a *argoFixture) longWindow() {
-	kubectlOK(a.t, admin, "", "patch", "gittarget", "-n", a.ns, "site", "--type=merge", "-p",
-		`{"spec":{"commit":{"window":{"silence":"10m","maxAge":"30m"}}}}`)
-	reconciled(a.t, a.ns, "site")
-}
-
 // claim makes ArgoCDClaim "apps" for the Application and waits until it
 // holds it and its Startup sync is done. It returns the automated sync the
 // Application had, as Argo CD keeps it (its own writes drop false fields).
