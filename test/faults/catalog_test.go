@@ -143,6 +143,18 @@ func faults() []fault {
 			})
 			m.pollCondition("GitReachable", "False", "GitUnreachable", "500")
 		}},
+		{name: "Git server slow (1 s a request)", inject: func(t *testing.T, m *mirror) {
+			// Pushes go on through the slow host while the burst does: each
+			// takes seconds, and the changes that arrive meanwhile wait.
+			before := metric(t, `reverser_pushes_total{result="ok"}`)
+			fault := filepath.Join(env.GitRoot, gitserver.FaultFile)
+			must(t, os.WriteFile(fault, []byte(gitserver.Slow+"1s"), 0o644))
+			defer func() { must(t, os.Remove(fault)) }()
+			until := time.Now().Add(map[bool]time.Duration{true: time.Minute}[full])
+			m.poll(3*time.Minute, "pushes through the slow server", func() (bool, error) {
+				return metric(t, `reverser_pushes_total{result="ok"}`) >= before+3 && !time.Now().Before(until), nil
+			})
+		}},
 		{name: "credential Secret rotated mid-burst", private: true, inject: func(t *testing.T, m *mirror) {
 			// The new password is let in, the Secret rotated, and the old
 			// password refused at once: pushes fail until the controller

@@ -40,12 +40,15 @@ const CredentialsFile = ".credentials"
 // commit the push would make the branch's head, until FaultFile says
 // otherwise: the fault suite kills the pusher meanwhile. If it then says
 // DropHeld, the held push is answered 503 and not received; otherwise it is
-// received as sent.
+// received as sent. When it holds Slow followed by a duration ("slow 1s"),
+// every request is answered that much later, as a distant or overloaded
+// host would.
 const (
 	FaultFile  = ".fault"
 	HoldPushes = "hold-pushes"
 	DropHeld   = "drop-held"
 	HeldFile   = ".held"
+	Slow       = "slow "
 )
 
 // AttemptsFile, under root, lists every push the server was sent, taken
@@ -144,6 +147,9 @@ func Handler(root string) (http.Handler, error) {
 		if code, err := strconv.Atoi(f); err == nil && code >= 400 {
 			http.Error(w, "injected fault", code)
 			return
+		}
+		if d, err := time.ParseDuration(strings.TrimPrefix(f, Slow)); err == nil && strings.HasPrefix(f, Slow) {
+			time.Sleep(d) // the fault itself: a slow host, not a wait for state
 		}
 		if f == HoldPushes && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 			body, err := io.ReadAll(r.Body)

@@ -196,3 +196,17 @@ func TestAttemptsNameEveryPushSentAndWhoSentIt(t *testing.T) {
 	assert.Equal(t, PathPrefix+"/demo.git/git-receive-pack", attempts[0].Path)
 	assert.False(t, attempts[1].At.Before(attempts[0].At), "in the order they came")
 }
+
+// TestASlowServerAnswersEveryRequestLate: with "slow 300ms" in FaultFile,
+// a clone (two requests at least) takes that long twice, and still works.
+func TestASlowServerAnswersEveryRequestLate(t *testing.T) {
+	root, _, url := serveDemo(t)
+	work := t.TempDir()
+	git(t, work, "init", "--quiet", "--initial-branch=main")
+	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "first")
+	git(t, work, "push", "--quiet", url, "main")
+	require.NoError(t, os.WriteFile(filepath.Join(root, FaultFile), []byte(Slow+"300ms"), 0o644))
+	start := time.Now()
+	git(t, t.TempDir(), "clone", "--quiet", url, "c")
+	assert.GreaterOrEqual(t, time.Since(start), 600*time.Millisecond)
+}
