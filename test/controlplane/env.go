@@ -51,6 +51,9 @@ type Env struct {
 	// BlackholeControl, with Options.ControllerBlackhole, is the file that
 	// stalls the controller's connections to kube-apiserver.
 	BlackholeControl string `env:"REVERSER_BLACKHOLE_CONTROL"`
+	// AuditSkewControl, with Options.AuditRelay, is the file naming the
+	// skew of the audit events' timestamps (a duration, "1h" or "-1h").
+	AuditSkewControl string `env:"REVERSER_AUDIT_SKEW_CONTROL"`
 	// ControllerDataDir is reverser-controller's --data-dir.
 	ControllerDataDir string `env:"REVERSER_CONTROLLER_DATA_DIR"`
 }

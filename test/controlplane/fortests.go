@@ -37,7 +37,7 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 	bin := filepath.Join(root, "_output", name, "bin")
 	for binary, pkg := range map[string]string{
 		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
-		"reverser-blackhole": "./hack/blackhole", "reverser-redis": "./hack/redis",
+		"reverser-blackhole": "./hack/blackhole", "reverser-redis": "./hack/redis", "reverser-auditrelay": "./hack/auditrelay",
 	} {
 		if _, err := Run(ctx, root, progress, "go", "build", "-o", filepath.Join(bin, binary), pkg); err != nil {
 			return nil, nil, fmt.Errorf("building %s: %w", binary, err)

@@ -98,7 +98,7 @@ func ephemeralFloor() int {
 
 // all is every port of the plane, for choosing them.
 func (p *ports) all() []*int {
-	return append([]*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole,
+	return append([]*int{&p.etcdClient, &p.etcdPeer, &p.kubeAPI, &p.kcm, &p.reverserAPI, &p.git, &p.audit, &p.metrics, &p.health, &p.blackhole, &p.auditRelay,
 		&p.fluxSourceMetrics, &p.fluxSourceHealth, &p.fluxStorage, &p.fluxKustomizeMetrics, &p.fluxKustomizeHealth, &p.pprof,
 		&p.argoRedis, &p.argoRepo, &p.argoRepoMetrics, &p.argoControllerMetrics}, p.ha.all()...)
 }

@@ -68,6 +68,10 @@ type Options struct {
 	// controllers that elect a leader; the audit webhook reaches the leader
 	// through the EndpointSlice it publishes (see ha.go).
 	HA bool
+	// AuditRelay puts reverser-auditrelay (from ReverserBin) between
+	// kube-apiserver's audit webhook and the controller: the events'
+	// timestamps move by the skew Env.AuditSkewControl names.
+	AuditRelay bool
 	// AuditBatchMaxWait is kube-apiserver's --audit-webhook-batch-max-wait:
 	// attribution waits that long for an edit's audit event. 0 is the 1s
 	// the install docs use.
@@ -98,10 +102,23 @@ const (
 
 type ports struct {
 	etcdClient, etcdPeer, kubeAPI, kcm, reverserAPI, git, audit, metrics, health, blackhole     int
-	pprof                                                                                       int
+	pprof, auditRelay                                                                           int
 	fluxSourceMetrics, fluxSourceHealth, fluxStorage, fluxKustomizeMetrics, fluxKustomizeHealth int
 	argoRedis, argoRepo, argoRepoMetrics, argoControllerMetrics                                 int
 	ha                                                                                          haPorts
+}
+
+// startAuditRelay serves the audit webhook's URL with the controller's
+// audit certificate and relays to the controller's audit ingress.
+func startAuditRelay(ctx context.Context, env *Env, o Options, p ports, files *configFiles) error {
+	check, err := startProcess(env.Dir, env.LogDir, "auditrelay", filepath.Join(o.ReverserBin, "reverser-auditrelay"),
+		fmt.Sprintf("--listen=127.0.0.1:%d", p.auditRelay), fmt.Sprintf("--upstream=https://127.0.0.1:%d", p.audit),
+		"--tls-cert-file="+files.controllerServing+".crt", "--tls-private-key-file="+files.controllerServing+".key",
+		"--upstream-ca-file="+files.reverserCAFile, "--control="+env.AuditSkewControl)
+	if err != nil {
+		return err
+	}
+	return waitTCP(ctx, check, fmt.Sprintf("127.0.0.1:%d", p.auditRelay))
 }
 
 // Up starts the control plane and returns where it is. On error, whatever
@@ -167,6 +184,10 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		AuditWebhookURL:         fmt.Sprintf("https://127.0.0.1:%d%s", p.audit, AuditRoute),
 		KubeEtcdURL:             fmt.Sprintf("http://127.0.0.1:%d", p.etcdClient),
 	}
+	if o.AuditRelay {
+		env.AuditSkewControl = filepath.Join(dir, "audit-skew")
+		env.AuditWebhookURL = fmt.Sprintf("https://127.0.0.1:%d%s", p.auditRelay, AuditRoute)
+	}
 	controllerKubeURL := env.KubeAPIServerURL
 	if o.ControllerBlackhole {
 		env.BlackholeControl = filepath.Join(dir, "blackhole")
@@ -177,6 +198,13 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	files, err := writeConfig(env, controllerKubeURL)
 	if err != nil {
 		return nil, err
+	}
+
+	if o.AuditRelay {
+		step("reverser-auditrelay between kube-apiserver's audit webhook and the controller, skew in %s", env.AuditSkewControl)
+		if err := startAuditRelay(ctx, env, o, p, files); err != nil {
+			return nil, err
+		}
 	}
 
 	cp := func(b string) string { return filepath.Join(o.ControlPlaneBin, b) }
@@ -403,6 +431,7 @@ type configFiles struct {
 	frontProxyCA, frontProxyClient  string
 	reverserServing                 string
 	controllerServing               string
+	reverserCAFile                  string
 	reverserCAPEM, reverserCAKeyPEM []byte
 	auditToken                      string
 	tokens, auditPolicy, auditHook  string
@@ -420,6 +449,7 @@ func writeConfig(env *Env, controllerKubeURL string) (*configFiles, error) {
 		frontProxyClient:  filepath.Join(pkiDir, "front-proxy-client"),
 		reverserServing:   filepath.Join(pkiDir, "reverser-apiserver"),
 		controllerServing: filepath.Join(pkiDir, "reverser-controller-audit"),
+		reverserCAFile:    filepath.Join(pkiDir, "reverser-ca.crt"),
 		tokens:            filepath.Join(cfgDir, "tokens.csv"),
 		auditPolicy:       filepath.Join(cfgDir, "audit-policy.yaml"),
 		auditHook:         filepath.Join(cfgDir, "audit-webhook.kubeconfig"),

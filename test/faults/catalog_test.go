@@ -155,6 +155,8 @@ func faults() []fault {
 				return metric(t, `reverser_pushes_total{result="ok"}`) >= before+3 && !time.Now().Before(until), nil
 			})
 		}},
+		{name: "kube-apiserver's clock 1 h ahead (audit timestamps)", inject: skewed("1h")},
+		{name: "kube-apiserver's clock 1 h behind (audit timestamps)", inject: skewed("-1h")},
 		{name: "credential Secret rotated mid-burst", private: true, inject: func(t *testing.T, m *mirror) {
 			// The new password is let in, the Secret rotated, and the old
 			// password refused at once: pushes fail until the controller
@@ -196,6 +198,24 @@ func faults() []fault {
 				must(t, os.RemoveAll(filepath.Join(work, folder)))
 			})
 		}},
+	}
+}
+
+// skewed moves the timestamps of the audit events the controller gets by
+// skew, as a kube-apiserver whose clock is off would send them, for as
+// long as three pushes take (a minute at least in the full run).
+func skewed(skew string) func(t *testing.T, m *mirror) {
+	return func(t *testing.T, m *mirror) {
+		if env.AuditSkewControl == "" {
+			t.Fatal("this control plane has no audit relay: run the suite on a control plane of its own (unset REVERSER_FAULTS_LOCAL_DIR)")
+		}
+		before := metric(t, `reverser_pushes_total{result="ok"}`)
+		must(t, os.WriteFile(env.AuditSkewControl, []byte(skew), 0o644))
+		defer func() { must(t, os.Remove(env.AuditSkewControl)) }()
+		until := time.Now().Add(map[bool]time.Duration{true: time.Minute}[full])
+		m.poll(3*time.Minute, "pushes while the audit clock is off", func() (bool, error) {
+			return metric(t, `reverser_pushes_total{result="ok"}`) >= before+3 && !time.Now().Before(until), nil
+		})
 	}
 }
 

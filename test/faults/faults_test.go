@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 	controlplane.Main(m, "faults", "REVERSER_FAULTS_LOCAL_DIR", nil, func(e *controlplane.Env) { env = e },
 		func(o *controlplane.Options) {
 			o.ControllerBlackhole = true
+			o.AuditRelay = true
 			if os.Geteuid() == 0 { // mounting a tmpfs needs root; the full-disk fault says so without it
 				o.ControllerDataTmpfs = "256m"
 			}
