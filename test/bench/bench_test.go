@@ -6,6 +6,7 @@
 //	P1  snapshot of N ConfigMaps until pushed      vs  git CLI add+commit+push of the same files
 //	P2  one edit until its commit is pushed        vs  a bare client-go watch seeing the edit
 //	P3  500 edits/s for 60 s over 1k objects       vs  the same watch seeing the last edit; Git must end equal to the cluster
+//	    the same by four users, audit route on       vs  the same watch; every commit's author checked against a ledger
 //	P4  edit + CommitRequest until Committed       vs  the same edit committed without a request
 //	    a save's push until Applied=True (Flux)    vs  Flux applying a pushed commit when asked directly
 //	P5  one commit as the folder grows 1k → 10k    vs  the git CLI's one-file commit+push at each size
@@ -102,6 +103,10 @@ func TestBench(t *testing.T) {
 	})
 	t.Run("P3-sustained-edits", func(t *testing.T) {
 		sustainedEdits(ctx, t, env, kube, 1000, envInt("REVERSER_BENCH_EDIT_RATE", 500),
+			time.Duration(envInt("REVERSER_BENCH_EDIT_SECONDS", 60))*time.Second)
+	})
+	t.Run("P3-sustained-edits-attributed", func(t *testing.T) {
+		attributedEdits(ctx, t, env, cfg, kube, 1000, envInt("REVERSER_BENCH_EDIT_RATE", 500),
 			time.Duration(envInt("REVERSER_BENCH_EDIT_SECONDS", 60))*time.Second)
 	})
 	t.Run("P4-save-latency", func(t *testing.T) { saveLatency(ctx, t, env, kube, envInt("REVERSER_BENCH_SAVES", 20)) })
