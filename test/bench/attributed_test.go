@@ -16,13 +16,11 @@ import (
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"reverser.dev/reverser/pkg/identity"
 	"reverser.dev/reverser/test/controlplane"
-	"reverser.dev/reverser/test/gitserver"
 	"reverser.dev/reverser/test/ledger"
 )
 
@@ -41,16 +39,7 @@ func attributedEdits(ctx context.Context, t *testing.T, env *controlplane.Env, a
 	namespace(ctx, t, kube, ns)
 	name := func(i int) string { return fmt.Sprintf("cm-%04d", i) }
 	createConfigMaps(ctx, t, kube, ns, 0, n, name, func(int) map[string]string { return map[string]string{"v": "seed"} })
-	bare, err := gitserver.CreateRepo(env.GitRoot, ns)
-	require.NoError(t, err)
-	apply(t, env, target("local", ns, env.GitBaseURL+"/"+ns+".git", "0s", configMapRule(ns)))
-	paths := make([]string, n)
-	for i := range n {
-		paths[i] = fmt.Sprintf("mirror/%s/configmaps/%s.yaml", ns, name(i))
-	}
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		return fileCount(bare) >= n, nil
-	}), "the initial state was not pushed")
+	bare, paths := mirrorConfigMaps(ctx, t, env, "local", ns, n, name)
 	base := serverHead(bare)
 
 	watched := watchNewest(ctx, t, kube, ns)

@@ -116,17 +116,7 @@ func sustainedEdits(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 	createConfigMaps(ctx, t, kube, ns, 0, n, name, func(int) map[string]string { return map[string]string{"seq": "0"} })
 	// What kube-apiserver accepts on this machine while nothing mirrors.
 	floorDone, _, floorTook := generate(ctx, kube, ns, n, perSecond, 10*time.Second, 0)
-	bare, err := gitserver.CreateRepo(env.GitRoot, ns)
-	require.NoError(t, err)
-	apply(t, env, target("plain", ns, env.GitBaseURL+"/"+ns+".git", "0s", configMapRule(ns)))
-	paths := make([]string, n)
-	for i := range n {
-		paths[i] = fmt.Sprintf("mirror/%s/configmaps/%s.yaml", ns, name(i))
-	}
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		return fileCount(bare) >= n, nil
-	}), "the initial state was not pushed")
-
+	bare, paths := mirrorConfigMaps(ctx, t, env, "plain", ns, n, name)
 	watched := watchNewest(ctx, t, kube, ns)
 
 	// Values the floor's run never wrote, so each is a change.
@@ -143,6 +133,26 @@ func sustainedEdits(ctx context.Context, t *testing.T, env *controlplane.Env, ku
 		measured: fmt.Sprintf("%.0f/s; Git==cluster +%.2fs", achieved, caughtUp.Seconds()),
 		floor:    fmt.Sprintf("unmirrored %.0f/s; watch +%.3fs", alone, watchLag.Seconds()), ratio: (loadTook + caughtUp).Seconds() / (loadTook + watchLag).Seconds(),
 		goal: "≥ 500/s, 0 lost, ≤ +5s"})
+}
+
+// mirrorConfigMaps mirrors ConfigMaps name(0..n-1) of ns, through the
+// KubeProvider provider, into a repository of its own, and returns once
+// the initial state is pushed: the bare repository and the documents'
+// paths.
+func mirrorConfigMaps(ctx context.Context, t *testing.T, env *controlplane.Env, provider, ns string, n int,
+	name func(int) string) (bare string, paths []string) {
+	t.Helper()
+	bare, err := gitserver.CreateRepo(env.GitRoot, ns)
+	require.NoError(t, err)
+	apply(t, env, target(provider, ns, env.GitBaseURL+"/"+ns+".git", "0s", configMapRule(ns)))
+	paths = make([]string, n)
+	for i := range n {
+		paths[i] = fmt.Sprintf("mirror/%s/configmaps/%s.yaml", ns, name(i))
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		return fileCount(bare) >= n, nil
+	}), "the initial state was not pushed")
+	return bare, paths
 }
 
 // watchNewest watches ns's ConfigMaps from now on, as the floor of the
