@@ -188,23 +188,24 @@ func TestAFluxClaimHoldsTheScheduleWhileAGitTargetNamesIt(t *testing.T) {
 	kubectlOK(t, admin, "", "delete", "fluxclaim", "-n", c.ns, "apps", "--timeout=60s")
 }
 
-// fluxClock is an unheld Kustomization on a repository of its own: what an
-// applier's schedule would have done shows on it, so a check that a held
-// one did nothing waits for its runs, not for a fixed time.
-type fluxClock struct{ ns string }
+// applierClock is an unheld applier (a Flux Kustomization or an Argo CD
+// Application with self-heal) of a ConfigMap "app" of color blue, on a
+// repository of its own: what an applier's schedule would have done shows
+// on it, so a check that a held one did nothing waits for its runs, not
+// for a fixed time.
+type applierClock struct{ ns string }
 
-// newFluxClock starts a Kustomization at interval applying a ConfigMap
-// "app" of color blue.
-func newFluxClock(t *testing.T, interval string) *fluxClock {
+// newFluxClock starts a Kustomization at interval as an applierClock.
+func newFluxClock(t *testing.T, interval string) *applierClock {
 	t.Helper()
 	ns, _, _, _ := fluxApp(t, "clock", interval)
-	return &fluxClock{ns: ns}
+	return &applierClock{ns: ns}
 }
 
-// runs returns once the clock's Kustomization has run n times on its own
-// schedule (each time its ConfigMap is drifted and Flux puts it back),
+// runs returns once the clock's applier has run n times on its own
+// (each time its ConfigMap is drifted and the applier puts it back),
 // failing the test at once if broken ever holds meanwhile.
-func (c *fluxClock) runs(t *testing.T, n int, what string, broken func() bool) {
+func (c *applierClock) runs(t *testing.T, n int, what string, broken func() bool) {
 	t.Helper()
 	for i := range n {
 		kubectlOK(t, controlplane.UserAdmin, "", "patch", "configmap", "-n", c.ns, "app", "--type=merge", "-p", `{"data":{"color":"drifted"}}`)
@@ -215,6 +216,6 @@ func (c *fluxClock) runs(t *testing.T, n int, what string, broken func() bool) {
 			color := kubectlOK(t, controlplane.UserAdmin, "", "get", "configmap", "-n", c.ns, "app", "-o", "jsonpath={.data.color}")
 			return color == "blue", nil
 		})
-		require.NoError(t, err, "run %d of an unheld Kustomization", i+1)
+		require.NoError(t, err, "run %d of an unheld applier", i+1)
 	}
 }
