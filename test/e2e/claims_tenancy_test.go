@@ -108,12 +108,19 @@ spec:
 	msg := waitCondition(t, time.Minute, "Ready", "False", "NotAuthorized", "fluxclaim", "-n", tn.ns, "apps")
 	assert.Contains(t, msg, `user "bob" may not hand this applier to Reverser`)
 	assert.Contains(t, msg, "patch gitrepositories.source.toolkit.fluxcd.io "+controlplane.FluxNamespace+"/"+platform)
-	never(t, 15*time.Second, "the platform source or bob's Kustomization held", func() bool {
-		return fluxObjectIn(t, "gitrepository", controlplane.FluxNamespace, platform, ".spec.interval") != "1m" ||
-			fluxObjectIn(t, "gitrepository", controlplane.FluxNamespace, platform, `.metadata.annotations.reverser\.dev/claimed-by`) != "" ||
-			fluxObjectIn(t, "kustomization", tn.ns, "apps", ".spec.interval") != "10m" ||
-			fluxObjectIn(t, "kustomization", tn.ns, "apps", `.metadata.annotations.reverser\.dev/claimed-by`) != ""
+	// The barrier: bob changes his claim, and the controller handles the
+	// change, refusing again; had any handling held something, it shows.
+	kubectlOK(t, bob, "", "patch", "fluxclaim", "-n", tn.ns, "apps", "--type=merge", "-p", `{"spec":{"catchUpAfter":"1m"}}`)
+	eventually(t, time.Minute, "the changed claim handled", func() (bool, error) {
+		out, err := kubectl(admin, "", "get", "fluxclaim", "-n", tn.ns, "apps", "-o",
+			`jsonpath={.status.observedGeneration} {.metadata.generation} {.status.conditions[?(@.type=="Ready")].reason}`)
+		f := strings.Fields(out)
+		return err == nil && len(f) == 3 && f[0] == f[1] && f[2] == "NotAuthorized", nil
 	})
+	assert.Equal(t, "1m", fluxObjectIn(t, "gitrepository", controlplane.FluxNamespace, platform, ".spec.interval"), "the platform source held")
+	assert.Empty(t, fluxObjectIn(t, "gitrepository", controlplane.FluxNamespace, platform, `.metadata.annotations.reverser\.dev/claimed-by`))
+	assert.Equal(t, "10m", fluxObjectIn(t, "kustomization", tn.ns, "apps", ".spec.interval"), "bob's Kustomization held")
+	assert.Empty(t, fluxObjectIn(t, "kustomization", tn.ns, "apps", `.metadata.annotations.reverser\.dev/claimed-by`))
 }
 
 // TestAClaimObeysItsKubeProvidersConsumerNamespaces (#27, finding 6): the

@@ -135,15 +135,6 @@ func waitDescribed(t *testing.T, timeout time.Duration, kind, namespace, name st
 	return out
 }
 
-// never polls cond for d and fails if it ever holds: left for what only
-// time shows, such as an applier's own schedule not firing or a claim the
-// controller refused staying untouched over a resync. What stays out of
-// Git waits for a barrier instead (mirrorFixture.barrier, reconciled).
-func never(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	harness.Never(t, d, what, cond)
-}
-
 // reconciled is the barrier of a stopped GitTarget: it asks the controller
 // to reconcile ns/name now and returns once the answer is in its status
 // (kubectl reverser reconcile). Only a reconcile starts a worker, so a

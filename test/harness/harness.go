@@ -83,17 +83,6 @@ func Eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 	require.NoError(t, err, "%s (last error: %v)", what, last)
 }
 
-// Never polls cond for d and fails the test if it ever holds.
-func Never(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	held := false
-	_ = wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, d, true, func(context.Context) (bool, error) {
-		held = cond()
-		return held, nil
-	})
-	require.False(t, held, what)
-}
-
 // Metric reads a series from a /metrics endpoint: an exact series
 // (`name{labels}`), or, given a bare name, the sum of its series; 0 when
 // absent. ok is false when the endpoint does not answer.
