@@ -54,7 +54,7 @@ const (
 	fallbackControllerLost = "the controller died with open windows: the one that starts next finds the cluster ahead of Git and " +
 		"commits the difference as the committer (its facts were in the dead one's memory)"
 	fallbackLeaderPaused = "the leader was paused with open windows, and kube-apiserver's audit connection stayed with it until it " +
-		"exited: the new leader commits the changes made meanwhile as the unresolved author, as often as their windows close"
+		"exited and reconnected: the new leader commits the changes made meanwhile as the unresolved author, as often as their windows close"
 	fallbackAuditBatchLost = "kube-apiserver killed (SIGKILL) with audit events batched and not sent yet: no fact names the " +
 		"authors of the last changes it took, which are committed by the unresolved author after the grace"
 )

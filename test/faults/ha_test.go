@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -71,7 +73,7 @@ func TestHA(t *testing.T) {
 		var late []gitserver.Attempt
 		var paused string
 		haRow(t, ha, fault{name: "HA: split brain, leader paused past its Lease, resumed mid-push", fallback: fallbackLeaderPaused,
-			inject: func(t *testing.T, m *mirror) { paused, late = splitBrain(t, ha, admin, m.row) }})
+			inject: func(t *testing.T, m *mirror) { paused, late = splitBrain(t, ha, admin, m) }})
 		say(t, fmt.Sprintf("HA split brain: %d pushes sent by the paused leader (%s) after it lost its Lease", len(late), paused))
 		for _, a := range late {
 			t.Errorf("the paused leader pushed after it lost its Lease: %s at %s", a.Path, a.At.Format(time.RFC3339Nano))
@@ -98,6 +100,38 @@ func say(t *testing.T, msg string) {
 	t.Log(msg)
 	fmt.Println(msg)
 }
+
+// attributedAgain returns when the audit route reaches the leader again
+// (kube-apiserver moves its audit connection only once the old one fails,
+// and retries with backoff): alice writes a marker until a commit carries
+// it under her name. It returns when the last marker was written.
+func (m *mirror) attributedAgain() time.Time {
+	m.t.Helper()
+	marker := uniqueMarker()
+	doc := path.Join(folder, m.ns, "configmaps", marker+".yaml")
+	var written time.Time
+	for i := 0; ; i++ {
+		written = time.Now()
+		_, err := m.authors[controlplane.UserAlice].CoreV1().ConfigMaps(m.ns).Apply(context.Background(),
+			corev1apply.ConfigMap(marker, m.ns).WithData(map[string]string{"n": strconv.Itoa(i)}), metav1.ApplyOptions{FieldManager: "faults"})
+		must(m.t, err)
+		var authors []string // newest first, one a commit of the marker
+		m.poll(time.Minute, "the marker's write committed", func() (bool, error) {
+			out, err := gitErr(m.bare, "log", "--format=%an", "main", "--", doc)
+			authors = strings.Split(strings.TrimSpace(out), "\n")
+			return err == nil && len(authors) > i && authors[0] != "", err
+		})
+		if authors[0] == controlplane.UserAlice {
+			return written
+		}
+		if time.Since(m.row.authorsAway[0]) > 3*time.Minute {
+			m.t.Fatalf("the audit route never reached the new leader: the marker is still committed by %q", authors[0])
+		}
+	}
+}
+
+// uniqueMarker names a ConfigMap no burst writes.
+func uniqueMarker() string { return "marker-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000, 10) }
 
 // holder is the leader election identity holding the Lease ("" none).
 func holder(admin kubernetes.Interface) string {
@@ -165,13 +199,13 @@ func killLeader(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface) 
 // it leads, with changes of its own to push. Once it has exited (it does
 // when it learns it lost the Lease), the held push goes on. It returns the
 // paused controller's name and the pushes it sent after it was resumed.
-// Writes answered from a batch before the pause until it exited may lose
-// their authors (r.authorsAway).
-func splitBrain(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface, r *result) (string, []gitserver.Attempt) {
+// Writes answered from a batch before the pause until the audit route
+// reaches the new leader again may lose their authors (m.row.authorsAway).
+func splitBrain(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface, m *mirror) (string, []gitserver.Attempt) {
 	t.Helper()
 	name, identity := leader(t, ha, admin)
 	must(t, controlplane.Signal(ha, name, syscall.SIGSTOP))
-	r.authorsAway[0] = time.Now().Add(-auditBatchMaxWait)
+	m.row.authorsAway[0] = time.Now().Add(-auditBatchMaxWait)
 	t.Cleanup(func() {
 		_ = controlplane.Signal(ha, name, syscall.SIGCONT)
 		must(t, controlplane.Restart(ha, name)) // back as a standby
@@ -188,16 +222,21 @@ func splitBrain(t *testing.T, ha *controlplane.Env, admin kubernetes.Interface, 
 	resumed := time.Now()
 	must(t, controlplane.Signal(ha, name, syscall.SIGCONT))
 	poll(t, 2*time.Minute, "the resumed controller giving up and exiting", func() bool { return !controlplane.Running(ha, name) })
-	r.authorsAway[1] = time.Now()
 	must(t, os.Remove(fault))
+	m.row.authorsAway[1] = m.attributedAgain()
 
 	attempts, err := gitserver.Attempts(ha.GitRoot)
 	must(t, err)
 	var late []gitserver.Attempt
+	named := false // the log names replicas: the check below can fail
 	for _, a := range attempts {
+		named = named || strings.HasPrefix(a.Agent, "go-git/") && strings.Contains(a.Agent, " reverser-controller-")
 		if a.At.After(resumed) && strings.HasSuffix(a.Agent, " "+name) {
 			late = append(late, a)
 		}
+	}
+	if !named {
+		t.Fatalf("no push the Git server logged names the replica that sent it (%s unset?): %+v", controlplane.AgentEnv, attempts)
 	}
 	return name, late
 }
