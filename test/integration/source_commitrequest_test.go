@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,6 +57,9 @@ type sourceHarness struct {
 	forged *v1.Author
 	// control is the front end's view of GitTargets and KubeProviders.
 	control informers.SharedInformerFactory
+	// handled are the resourceVersions the front end handled, by key.
+	handledMu sync.Mutex
+	handled   map[string][]string
 }
 
 // startSourceSaves runs the front end of KubeProvider "remote" over the
@@ -63,7 +68,8 @@ type sourceHarness struct {
 func startSourceSaves(t *testing.T, mode v1.CommitRequestsMode, auditEnabled bool, ttl time.Duration) *sourceHarness {
 	s := startServer(t, serverSetup{dir: t.TempDir(), authz: newTestAuthz()})
 	h := &sourceHarness{saveHarness: &saveHarness{server: s, admin: s.adminClient(), saver: &recordingSaver{},
-		clock: clocktesting.NewFakeClock(time.Now())}, source: newFakeSource(), facts: attribution.NewIndex(100, time.Hour)}
+		clock: clocktesting.NewFakeClock(time.Now())}, source: newFakeSource(), facts: attribution.NewIndex(100, time.Hour),
+		handled: map[string][]string{}}
 	ctx := ctxT(t)
 	_, err := h.admin.KubeProviders().Create(ctx, remoteProvider(mode, auditEnabled), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -81,6 +87,11 @@ func startSourceSaves(t *testing.T, mode v1.CommitRequestsMode, auditEnabled boo
 		Kube: kubefake.NewClientset(), Control: control, TTL: ttl, Clock: h.clock,
 		Savers: func(string) (commitrequest.SaveTarget, bool) {
 			return commitrequest.SaveTarget{Saver: h.saver, Domain: "example.com", Unnamed: committer}, true
+		},
+		Handled: func(key, rv string) {
+			h.handledMu.Lock()
+			defer h.handledMu.Unlock()
+			h.handled[key] = append(h.handled[key], rv)
 		},
 	}, commitrequest.Source{Provider: remote, Mode: mode, Requests: h.source, Factory: sourceNS, Facts: h.facts, Grace: grace}))
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -131,6 +142,32 @@ func (h *sourceHarness) create(t *testing.T, name, targetNamespace, target strin
 	return created
 }
 
+// touch writes request name again (an annotation) at a new
+// resourceVersion and waits until the front end has handled that version:
+// whatever the handling would write is there by then, so a check that
+// nothing was written can follow at once.
+func (h *sourceHarness) touch(t *testing.T, name string) {
+	t.Helper()
+	cr := h.request(t, name)
+	h.rv++
+	metav1.SetMetaDataAnnotation(&cr.ObjectMeta, "test/touched", fmt.Sprint(h.rv))
+	cr.ResourceVersion = fmt.Sprint(h.rv)
+	_, err := h.source.ReverserV1alpha1().CommitRequests(ns).Update(ctxT(t), cr, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	h.waitHandled(t, name, cr.ResourceVersion)
+}
+
+// waitHandled waits until the front end has handled request name at
+// resourceVersion rv.
+func (h *sourceHarness) waitHandled(t *testing.T, name, rv string) {
+	t.Helper()
+	h.poll(t, name+" handled at resourceVersion "+rv, func() bool {
+		h.handledMu.Lock()
+		defer h.handledMu.Unlock()
+		return slices.Contains(h.handled[ns+"/"+name], rv)
+	})
+}
+
 // ready is the Ready condition of a source request.
 func (h *sourceHarness) ready(t *testing.T, name string) *metav1.Condition {
 	cr, err := h.source.ReverserV1alpha1().CommitRequests(ns).Get(ctxT(t), name, metav1.GetOptions{})
@@ -152,9 +189,12 @@ func (h *sourceHarness) audit(t *testing.T, cr *v1.CommitRequest, user string) {
 	require.Equal(t, 1, kept)
 }
 
+// committing makes every save commit, with no applier to follow: the
+// request is settled at once, so retention is what comes next.
 func (h *sourceHarness) committing() {
 	h.saver.onSave = func(req worker.SaveRequest) {
 		req.Done(worker.SaveResult{Outcome: worker.SaveCommitted, Commit: "0123456789abcdef0123456789abcdef01234567"})
+		req.Applied(worker.ApplyResult{Reason: v1.ReasonNoApplierClaim, Message: "no applier claims the GitTarget", Settled: true})
 	}
 }
 
@@ -186,10 +226,8 @@ func TestASourceRequestIsAuthoredByItsAuditFact(t *testing.T) {
 	assert.Equal(t, "uid-carol", got.Status.Author.UID)
 
 	h.clock.Step(2 * time.Minute) // past the TTL
-	require.Never(t, func() bool {
-		cr, err := h.source.ReverserV1alpha1().CommitRequests(ns).Get(ctxT(t), "carols", metav1.GetOptions{})
-		return err != nil || cr.Annotations[v1.DeleteAfterAnnotation] != ""
-	}, 500*time.Millisecond, 50*time.Millisecond, "Reconcile neither stamps nor deletes finished requests")
+	h.touch(t, "carols")
+	assert.Empty(t, h.request(t, "carols").Annotations[v1.DeleteAfterAnnotation], "Reconcile neither stamps nor deletes finished requests")
 }
 
 // TestReconcileAndDeleteFinishedDeletesAfterTheTTL (D6): with
@@ -224,9 +262,9 @@ func TestASourceRequestNoFactNamesIsUnresolved(t *testing.T) {
 		c := h.ready(t, "someone-elses")
 		return c != nil && c.Reason == v1.ReasonCommitted
 	})
-	h.sourceRequest(t, "nameless")
-	require.Never(t, func() bool { return h.ready(t, "nameless") != nil }, 500*time.Millisecond, 50*time.Millisecond,
-		"within the grace the request waits for its fact, unclaimed")
+	nameless := h.sourceRequest(t, "nameless")
+	h.waitHandled(t, "nameless", nameless.ResourceVersion)
+	assert.Nil(t, h.ready(t, "nameless"), "within the grace the request waits for its fact, unclaimed")
 	h.clock.Step(grace + time.Second)
 	h.poll(t, "AuthorUnresolved after the grace", func() bool {
 		c := h.ready(t, "nameless")
@@ -332,8 +370,10 @@ func TestASourceRequestIsServedOnlyByItsOwner(t *testing.T) {
 		return c != nil && c.Reason == v1.ReasonCommitted
 	})
 	h.clock.Step(time.Minute) // past every attach timeout
-	require.Never(t, func() bool { return h.ready(t, "for-elsewhere") != nil || h.ready(t, "no-target-namespace") != nil },
-		500*time.Millisecond, 50*time.Millisecond, "a non-owner writes nothing")
+	for _, name := range []string{"for-elsewhere", "no-target-namespace"} {
+		h.touch(t, name)
+		assert.Nil(t, h.ready(t, name), "a non-owner writes nothing on "+name)
+	}
 	assert.Equal(t, 1, h.saver.count())
 }
 

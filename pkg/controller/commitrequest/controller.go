@@ -152,6 +152,12 @@ type Config struct {
 	// records nothing.
 	Events           *event.Recorder
 	EventsOnRequests bool
+	// Handled, when set, hears after each handling of a request its key
+	// and a resourceVersion no newer than the one it was decided from ("":
+	// the request was gone). It is how a test knows a write was handled
+	// before it asserts that nothing came of it, without waiting a fixed
+	// time.
+	Handled func(key, resourceVersion string)
 }
 
 // ControlCluster completes cfg as the control-cluster front end: requests
@@ -271,7 +277,25 @@ func (c *Controller) enqueueFor(obj any) {
 // Run serves CommitRequests until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	defer c.detach()
-	return loop.Run(ctx, c.queue, c.synced, workers, "CommitRequest", c.reconcile)
+	reconcile := c.reconcile
+	if c.cfg.Handled != nil {
+		reconcile = c.reporting
+	}
+	return loop.Run(ctx, c.queue, c.synced, workers, "CommitRequest", reconcile)
+}
+
+// reporting reconciles key and tells cfg.Handled. The version is read
+// before the reconcile, which reads the same lister later and so sees it or
+// a newer one.
+func (c *Controller) reporting(ctx context.Context, key string) (time.Duration, error) {
+	rv := ""
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	if cr, err := c.crs.CommitRequests(ns).Get(name); err == nil {
+		rv = cr.ResourceVersion
+	}
+	after, err := c.reconcile(ctx, key)
+	c.cfg.Handled(key, rv)
+	return after, err
 }
 
 func targetNamespace(cr *v1.CommitRequest) string {
