@@ -13,7 +13,7 @@ LOCAL_DIR ?= _output/local
 BINARIES := bin/reverser-apiserver bin/reverser-controller bin/kubectl-reverser
 TOOLS := bin/reverser-gitserver bin/reverser-redis bin/reverser-controlplane
 
-.PHONY: all build tools images test unit integration e2e faults bench control-plane up start-built down demo verify fmt vet lint codegen verify-codegen verify-architecture verify-docs funclen clean
+.PHONY: all build tools images test unit integration e2e faults bench control-plane up start-built down demo verify fmt vet lint codegen verify-codegen verify-architecture verify-deps verify-docs funclen clean
 
 all: build
 
@@ -74,7 +74,7 @@ integration:
 	$(GO) test -count=1 ./test/integration/...
 
 ## verify: formatting, vet, fresh generated code, lint, every package named in docs/architecture.md, no function over 80 lines, every API field and condition reason in docs/.
-verify: fmt vet verify-codegen verify-architecture funclen lint verify-docs
+verify: fmt vet verify-codegen verify-architecture verify-deps funclen lint verify-docs
 
 verify-docs:
 	$(GO) test -count=1 -run 'TestDocsName|TestDocumented|TestProductReasons' ./pkg/apis/reverser/v1alpha1/
@@ -99,6 +99,9 @@ verify-codegen:
 
 verify-architecture:
 	hack/verify-architecture.sh
+
+verify-deps:
+	hack/verify-deps.sh
 
 # No function under pkg/ or cmd/ over 80 lines (generated code aside).
 funclen:

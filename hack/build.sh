@@ -32,3 +32,8 @@ go build -ldflags "${REVERSER_LDFLAGS:-}" -o "${tmp}/" "${list[@]}"
 for n in "${names[@]}"; do
   mv "${tmp}/$(basename "${pkgs[${n}]}")" "bin/${n}"
 done
+# What each binary weighs: the controller's size is most of its resident
+# memory at rest (docs/scaling.md).
+for n in "${names[@]}"; do
+  stat -c '%s' "bin/${n}" | awk -v n="${n}" '{ printf "%-24s %6.1f MB\n", n, $1 / 1e6 }'
+done

@@ -23,8 +23,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -285,16 +283,11 @@ type controllers struct {
 // GitProviders and saves with SubjectAccessReviews; answers are cached for
 // well under a resync, so a withdrawn right stops what it allowed within
 // one, and failures count as refusals after --authorization-failure-grace.
-func recheckAuthorizer(o options, kube kubernetes.Interface) (authorizer.Authorizer, error) {
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: kube.AuthorizationV1(),
-		AllowCacheTTL:             min(o.resync/3, 10*time.Second), DenyCacheTTL: min(o.resync/3, 5*time.Second),
-		WebhookRetryBackoff: genericoptions.DefaultAuthWebhookRetryBackoff(),
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("building the authorizer: %w", err)
-	}
-	return &tenancy.FailClosed{Next: authz, Grace: o.authzFailureGrace, Clock: clock.RealClock{}}, nil
+func recheckAuthorizer(o options, kube kubernetes.Interface) authorizer.Authorizer {
+	reviews := tenancy.NewReviewer(kube.AuthorizationV1().SubjectAccessReviews(),
+		min(o.resync/3, 10*time.Second), min(o.resync/3, 5*time.Second), 8192, clock.RealClock{})
+	return &tenancy.FailClosed{Next: authorizer.AuthorizerFunc(reviews.Authorize), Grace: o.authzFailureGrace,
+		Clock: clock.RealClock{}}
 }
 
 // pushFence is what every push asks first: with leader election, whether
@@ -320,10 +313,7 @@ func build(ctx context.Context, o options, cfg *rest.Config, kube kubernetes.Int
 	}
 	facts := attribution.NewIndex(o.auditMaxFacts, o.auditTTL)
 	factory := informers.NewSharedInformerFactory(rev, 0)
-	authz, err := recheckAuthorizer(o, kube)
-	if err != nil {
-		return nil, err
-	}
+	authz := recheckAuthorizer(o, kube)
 	operations := claims.NewOperations()
 	// Without the key GitTargets that encrypt Secrets stall, saying so;
 	// the rest mirror on.

@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"filippo.io/age"
-	"github.com/getsops/sops/v3"
-	"github.com/getsops/sops/v3/config"
 	"github.com/getsops/sops/v3/decrypt"
-	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
@@ -212,14 +209,13 @@ func TestACopiedDigestDoesNotKeepADocumentOfOtherValues(t *testing.T) {
 	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
 	ours, err := s.Seal([]byte(plain), secret)
 	require.NoError(t, err)
-	digest, ok := annotation(loadTree(t, ours).Branches[0], v1.SOPSDigestAnnotation)
-	require.True(t, ok)
+	digest := digestOf(t, ours)
 
 	other := strings.Replace(plain, "password: aHVudGVyMg==", "password: b3RoZXI=", 1)
 	require.NotEqual(t, plain, other)
 	theirs, err := sealer(t, "another key of 32 bytes, mallory", "demo/mirror", r).Seal([]byte(other), secret)
 	require.NoError(t, err)
-	theirDigest, _ := annotation(loadTree(t, theirs).Branches[0], v1.SOPSDigestAnnotation)
+	theirDigest := digestOf(t, theirs)
 	forged := []byte(strings.Replace(string(theirs), theirDigest, digest, 1))
 	require.Contains(t, string(forged), digest)
 
@@ -229,9 +225,92 @@ func TestACopiedDigestDoesNotKeepADocumentOfOtherValues(t *testing.T) {
 	assert.Contains(t, string(decrypted(t, got, id)), "aHVudGVyMg==", "the live values")
 }
 
-func loadTree(t *testing.T, doc []byte) sops.Tree {
+// digestOf is the digest annotation of a sealed document.
+func digestOf(t *testing.T, doc []byte) string {
 	t.Helper()
-	tree, err := sopsyaml.NewStore(&config.YAMLStoreConfig{}).LoadEncryptedFile(doc)
+	root, _, ok := loadSealed(doc)
+	require.True(t, ok, "a SOPS document")
+	d, ok := annotation(root, v1.SOPSDigestAnnotation)
+	require.True(t, ok, "with a digest")
+	return d
+}
+
+// oddValues is a Secret and a credential-bearing document with the values
+// SOPS's format has to get right: empty, multi-line, binary, non-ASCII,
+// keys that need quotes, the scalar types SOPS records, null, lists and
+// nested mappings below an encrypted field.
+const oddValues = `apiVersion: v1
+kind: Secret
+metadata:
+  name: odd
+  namespace: demo
+  annotations:
+    note: "kept: in clear"
+type: Opaque
+data:
+  empty: ""
+  binary: AP/+gA==
+stringData:
+  "key:with colon": value
+  "true": a key that reads as a bool
+  "with space": x
+  multi: |
+    line one
+      line two, indented
+    line three
+  folded: >-
+    folded
+    text
+  nonascii: "héllo ✓ 日本"
+  quoted: "ENC[not a ciphertext]"
+  num: 12
+  negative: -3
+  flag: false
+  fl: 1.5
+  nothing: null
+  list:
+  - x
+  - ""
+  - 7
+  nested:
+    deeper:
+      key: value
+`
+
+func TestSealRoundTripsOddValues(t *testing.T) {
+	id, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	doc, err := s.Seal([]byte(oddValues), secret)
 	require.NoError(t, err)
-	return tree
+	for _, v := range []string{"AP/+gA==", "line one", "héllo", "reads as a bool", "not a ciphertext"} {
+		assert.NotContains(t, string(doc), v, "a value in clear")
+	}
+	assert.Contains(t, string(doc), "kept: in clear", "fields outside data and stringData stay in clear")
+	out := object(t, decrypted(t, doc, id))
+	delete(out["metadata"].(map[string]any)["annotations"].(map[string]any), v1.SOPSDigestAnnotation)
+	assert.Equal(t, object(t, []byte(oddValues)), out, "decrypted by the SOPS library, byte for byte and type for type")
+}
+
+// What SOPS would expand or encrypt and this package does not write is
+// refused, never written half in clear.
+func TestSealRefusesWhatItCannotSeal(t *testing.T) {
+	_, r := identity(t)
+	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
+	for name, c := range map[string]struct{ doc, err string }{
+		"a comment in a field to encrypt": {"metadata: {name: a}\ndata:\n  # the password\n  password: aHVudGVyMg==\n",
+			"holds a YAML comment"},
+		"an alias":            {"metadata: {name: a}\nx: &p aHVudGVyMg==\ndata:\n  password: *p\n", "anchors or aliases"},
+		"a key not a string":  {"metadata: {name: a}\ndata:\n  1: aHVudGVyMg==\n", "not a string"},
+		"already a SOPS file": {"metadata: {name: a}\ndata: {password: x}\nsops: {mac: x}\n", "already has a top-level sops key"},
+		"no metadata":         {"data: {password: x}\n", "no metadata"},
+		"a sequence":          {"- hunter2\n", "not a mapping"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.Seal([]byte(c.doc), secret)
+			assert.ErrorContains(t, err, c.err)
+			if err != nil {
+				assert.NotContains(t, err.Error(), "aHVudGVyMg==")
+			}
+		})
+	}
 }
