@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	v1 "reverser.dev/reverser/pkg/apis/reverser/v1alpha1"
+	"reverser.dev/reverser/pkg/seal"
+)
+
+// oddSecret holds the values SOPS's format has to get right.
+const oddSecret = `apiVersion: v1
+kind: Secret
+metadata:
+  name: odd
+  namespace: demo
+  labels: {app: shop}
+type: Opaque
+data:
+  empty: ""
+  binary: AP/+gA==
+stringData:
+  "key:with colon": value
+  "true": a key that reads as a bool
+  multi: |
+    line one
+      line two, indented
+  nonascii: "héllo ✓ 日本"
+  num: 12
+  flag: false
+  fl: 1.5
+  nothing: null
+  list: [x, "", 7]
+  nested: {deeper: {key: value}}
+`
+
+// sopsCLI runs the sops CLI TestMain built, with identity's key.
+func sopsCLI(t *testing.T, id *age.X25519Identity, doc []byte, args ...string) []byte {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "doc.yaml")
+	require.NoError(t, os.WriteFile(in, doc, 0o600))
+	cmd := exec.Command(filepath.Join(repoRoot, sopsPath), append(args, in)...)
+	cmd.Env = append(os.Environ(), "SOPS_AGE_KEY="+id.String())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "sops %v: %s", args, stderr.String())
+	return out
+}
+
+func yamlObject(t *testing.T, doc []byte) map[string]any {
+	t.Helper()
+	var o map[string]any
+	require.NoError(t, yaml.Unmarshal(doc, &o))
+	return o
+}
+
+// TestTheSOPSCLIReadsWhatSealWrites (#32): pkg/seal writes SOPS without the
+// SOPS library; the real CLI decrypts it, values byte for byte and type for
+// type, and its MAC checks.
+func TestTheSOPSCLIReadsWhatSealWrites(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	s, err := seal.New([]string{id.Recipient().String()}, []byte("0123456789abcdef0123456789abcdef"), "demo/mirror")
+	require.NoError(t, err)
+	doc, err := s.Seal([]byte(oddSecret), []string{"data", "stringData"})
+	require.NoError(t, err)
+
+	out := yamlObject(t, sopsCLI(t, id, doc, "--decrypt"))
+	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
+	assert.Contains(t, ann, v1.SOPSDigestAnnotation)
+	delete(out["metadata"].(map[string]any), "annotations")
+	assert.Equal(t, yamlObject(t, []byte(oddSecret)), out)
+}
+
+// TestSealWritesTheDocumentTheSOPSCLIWrites (#32) pins the format: the
+// same tree encrypted by the real CLI has the same structure, the same
+// fields in clear, the same value types, and the same metadata keys;
+// only the random ciphertexts, the time and the version differ.
+func TestSealWritesTheDocumentTheSOPSCLIWrites(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	s, err := seal.New([]string{id.Recipient().String()}, []byte("0123456789abcdef0123456789abcdef"), "demo/mirror")
+	require.NoError(t, err)
+	ours, err := s.Seal([]byte(oddSecret), []string{"data", "stringData"})
+	require.NoError(t, err)
+	theirs := sopsCLI(t, id, []byte(oddSecret), "--encrypt", "--age", id.Recipient().String(),
+		"--encrypted-regex", "^(data|stringData)$", "--mac-only-encrypted")
+
+	shape := func(doc []byte) map[string]any {
+		o := yamlObject(t, doc)
+		if md, ok := o["metadata"].(map[string]any); ok {
+			delete(md, "annotations") // ours carries the digest
+		}
+		for _, k := range []string{"lastmodified", "version"} {
+			assert.NotEmpty(t, o["sops"].(map[string]any)[k], k)
+			o["sops"].(map[string]any)[k] = "…"
+		}
+		for _, k := range o["sops"].(map[string]any)["age"].([]any) {
+			k.(map[string]any)["enc"] = armored(k.(map[string]any)["enc"].(string))
+		}
+		return erase(o).(map[string]any)
+	}
+	assert.Equal(t, shape(theirs), shape(ours))
+}
+
+var ciphertext = regexp.MustCompile(`^ENC\[AES256_GCM,data:[^,]*,iv:[^,]+,tag:[^,]+,type:(\w+)\]$`)
+
+// erase replaces each ciphertext by its type.
+func erase(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = erase(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = erase(e)
+		}
+	case string:
+		if m := ciphertext.FindStringSubmatch(v); m != nil {
+			return "ENC[" + m[1] + "]"
+		}
+	}
+	return v
+}
+
+// armored says whether an age key's enc is an armored age file.
+func armored(enc string) string {
+	if regexp.MustCompile(`(?s)^-----BEGIN AGE ENCRYPTED FILE-----\n.+\n-----END AGE ENCRYPTED FILE-----\n$`).MatchString(enc) {
+		return "armored age file"
+	}
+	return enc
+}
