@@ -2,6 +2,7 @@ package seal
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
@@ -235,52 +236,12 @@ func digestOf(t *testing.T, doc []byte) string {
 	return d
 }
 
-// oddValues is a Secret and a credential-bearing document with the values
-// SOPS's format has to get right: empty, multi-line, binary, non-ASCII,
-// keys that need quotes, the scalar types SOPS records, null, lists and
-// nested mappings below an encrypted field.
-const oddValues = `apiVersion: v1
-kind: Secret
-metadata:
-  name: odd
-  namespace: demo
-  annotations:
-    note: "kept: in clear"
-type: Opaque
-data:
-  empty: ""
-  binary: AP/+gA==
-stringData:
-  "key:with colon": value
-  "true": a key that reads as a bool
-  "with space": x
-  multi: |
-    line one
-      line two, indented
-    line three
-  folded: >-
-    folded
-    text
-  nonascii: "héllo ✓ 日本"
-  quoted: "ENC[not a ciphertext]"
-  num: 12
-  negative: -3
-  flag: false
-  fl: 1.5
-  nothing: null
-  list:
-  - x
-  - ""
-  - 7
-  nested:
-    deeper:
-      key: value
-`
-
 func TestSealRoundTripsOddValues(t *testing.T) {
 	id, r := identity(t)
 	s := sealer(t, "0123456789abcdef0123456789abcdef", "demo/mirror", r)
-	doc, err := s.Seal([]byte(oddValues), secret)
+	odd, err := os.ReadFile("testdata/odd-secret.yaml")
+	require.NoError(t, err)
+	doc, err := s.Seal(odd, secret)
 	require.NoError(t, err)
 	for _, v := range []string{"AP/+gA==", "line one", "héllo", "reads as a bool", "not a ciphertext"} {
 		assert.NotContains(t, string(doc), v, "a value in clear")
@@ -288,7 +249,7 @@ func TestSealRoundTripsOddValues(t *testing.T) {
 	assert.Contains(t, string(doc), "kept: in clear", "fields outside data and stringData stay in clear")
 	out := object(t, decrypted(t, doc, id))
 	delete(out["metadata"].(map[string]any)["annotations"].(map[string]any), v1.SOPSDigestAnnotation)
-	assert.Equal(t, object(t, []byte(oddValues)), out, "decrypted by the SOPS library, byte for byte and type for type")
+	assert.Equal(t, object(t, odd), out, "decrypted by the SOPS library, byte for byte and type for type")
 }
 
 // What SOPS would expand or encrypt and this package does not write is

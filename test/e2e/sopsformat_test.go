@@ -17,31 +17,13 @@ import (
 	"reverser.dev/reverser/pkg/seal"
 )
 
-// oddSecret holds the values SOPS's format has to get right.
-const oddSecret = `apiVersion: v1
-kind: Secret
-metadata:
-  name: odd
-  namespace: demo
-  labels: {app: shop}
-type: Opaque
-data:
-  empty: ""
-  binary: AP/+gA==
-stringData:
-  "key:with colon": value
-  "true": a key that reads as a bool
-  multi: |
-    line one
-      line two, indented
-  nonascii: "héllo ✓ 日本"
-  num: 12
-  flag: false
-  fl: 1.5
-  nothing: null
-  list: [x, "", 7]
-  nested: {deeper: {key: value}}
-`
+// oddSecret is pkg/seal's Secret of odd values.
+func oddSecret(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "pkg/seal/testdata/odd-secret.yaml"))
+	require.NoError(t, err)
+	return b
+}
 
 // sopsCLI runs the sops CLI TestMain built, with identity's key.
 func sopsCLI(t *testing.T, id *age.X25519Identity, doc []byte, args ...string) []byte {
@@ -72,14 +54,14 @@ func TestTheSOPSCLIReadsWhatSealWrites(t *testing.T) {
 	require.NoError(t, err)
 	s, err := seal.New([]string{id.Recipient().String()}, []byte("0123456789abcdef0123456789abcdef"), "demo/mirror")
 	require.NoError(t, err)
-	doc, err := s.Seal([]byte(oddSecret), []string{"data", "stringData"})
+	doc, err := s.Seal(oddSecret(t), []string{"data", "stringData"})
 	require.NoError(t, err)
 
 	out := yamlObject(t, sopsCLI(t, id, doc, "--decrypt"))
 	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
 	assert.Contains(t, ann, v1.SOPSDigestAnnotation)
-	delete(out["metadata"].(map[string]any), "annotations")
-	assert.Equal(t, yamlObject(t, []byte(oddSecret)), out)
+	delete(ann, v1.SOPSDigestAnnotation)
+	assert.Equal(t, yamlObject(t, oddSecret(t)), out)
 }
 
 // TestSealWritesTheDocumentTheSOPSCLIWrites (#32) pins the format: the
@@ -91,15 +73,15 @@ func TestSealWritesTheDocumentTheSOPSCLIWrites(t *testing.T) {
 	require.NoError(t, err)
 	s, err := seal.New([]string{id.Recipient().String()}, []byte("0123456789abcdef0123456789abcdef"), "demo/mirror")
 	require.NoError(t, err)
-	ours, err := s.Seal([]byte(oddSecret), []string{"data", "stringData"})
+	ours, err := s.Seal(oddSecret(t), []string{"data", "stringData"})
 	require.NoError(t, err)
-	theirs := sopsCLI(t, id, []byte(oddSecret), "--encrypt", "--age", id.Recipient().String(),
+	theirs := sopsCLI(t, id, oddSecret(t), "--encrypt", "--age", id.Recipient().String(),
 		"--encrypted-regex", "^(data|stringData)$", "--mac-only-encrypted")
 
 	shape := func(doc []byte) map[string]any {
 		o := yamlObject(t, doc)
-		if md, ok := o["metadata"].(map[string]any); ok {
-			delete(md, "annotations") // ours carries the digest
+		if ann, ok := o["metadata"].(map[string]any)["annotations"].(map[string]any); ok {
+			delete(ann, v1.SOPSDigestAnnotation) // ours carries it
 		}
 		for _, k := range []string{"lastmodified", "version"} {
 			assert.NotEmpty(t, o["sops"].(map[string]any)[k], k)
