@@ -52,9 +52,10 @@ spec:
 
 // apiVsCRD is P6: creating n GitProviders one after another, and listing
 // them, through our aggregated API against the same objects as a CRD on
-// the same kube-apiserver. The ratio is the CRD's time over ours (≥ 1: ours
-// is as fast). Our API is also measured directly, bypassing the
-// aggregator, and as kubectl's Table, to tell where a gap comes from.
+// the same kube-apiserver, both warmed with as many requests first. The
+// ratio is ours over the CRD's, as in every row: higher is worse. Our API
+// is also measured directly, bypassing the aggregator, and as kubectl's
+// Table, to tell where a gap comes from.
 func apiVsCRD(ctx context.Context, t *testing.T, env *controlplane.Env, kube kubernetes.Interface, n, lists int) {
 	apply(t, env, benchCRD)
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigAdmin)
@@ -117,6 +118,10 @@ func apiVsCRD(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 	// Where our API server spends a create, bypassing the aggregator.
 	pprofClient, err := rest.HTTPClientFor(direct)
 	require.NoError(t, err)
+	// Both warmed with as many requests first: a CRD is served cold for a
+	// while after it is installed, and so is a resource of ours.
+	create(cfg, crd, "p6-warm-crd")
+	create(cfg, ours, "p6-warm-api")
 	cpu := profileOf(ctx, t, "P6", pprofClient, direct.Host+"/debug/pprof", "profile?seconds=2")
 	viaAggregator := create(cfg, ours, "p6-api")
 	cpu("our API server's CPU during the first 2 s of 500 creates", "-top", "-cum")
@@ -134,16 +139,16 @@ func apiVsCRD(ctx context.Context, t *testing.T, env *controlplane.Env, kube kub
 	fmt.Printf("P6 %d GitProviders: create one after another: ours %v, CRD %v (%.2fx), ours without the aggregator %v; "+
 		"list p50: ours %v, CRD %v (%.2fx), direct %v; list as Table p50: ours %v, CRD %v, direct %v\n", n,
 		viaAggregator.create.Round(time.Millisecond), asCRD.create.Round(time.Millisecond),
-		float64(asCRD.create)/float64(viaAggregator.create), directly.create.Round(time.Millisecond),
-		viaAggregator.list.Round(time.Millisecond), asCRD.list.Round(time.Millisecond), float64(asCRD.list)/float64(viaAggregator.list),
+		float64(viaAggregator.create)/float64(asCRD.create), directly.create.Round(time.Millisecond),
+		viaAggregator.list.Round(time.Millisecond), asCRD.list.Round(time.Millisecond), float64(viaAggregator.list)/float64(asCRD.list),
 		directly.list.Round(time.Millisecond), viaAggregator.table.Round(time.Millisecond), asCRD.table.Round(time.Millisecond),
 		directly.table.Round(time.Millisecond))
 	record(row{name: fmt.Sprintf("P6 create %d, our API vs a CRD", n), measured: viaAggregator.create.Round(time.Millisecond).String() +
 		" (direct " + directly.create.Round(time.Millisecond).String() + ")",
-		floor: "CRD " + asCRD.create.Round(time.Millisecond).String(), ratio: float64(asCRD.create) / float64(viaAggregator.create), goal: "≥ 0.9×"})
+		floor: "CRD " + asCRD.create.Round(time.Millisecond).String(), ratio: float64(viaAggregator.create) / float64(asCRD.create), goal: "≤ 1.1×"})
 	record(row{name: fmt.Sprintf("P6 list %d, our API vs a CRD", n), measured: viaAggregator.list.Round(time.Millisecond).String() +
 		" (direct " + directly.list.Round(time.Millisecond).String() + ")",
-		floor: "CRD " + asCRD.list.Round(time.Millisecond).String(), ratio: float64(asCRD.list) / float64(viaAggregator.list), goal: "≥ 0.9×"})
+		floor: "CRD " + asCRD.list.Round(time.Millisecond).String(), ratio: float64(viaAggregator.list) / float64(asCRD.list), goal: "≤ 1.1×"})
 }
 
 // settled waits until the controller has written the status of every one

@@ -34,13 +34,23 @@ func record(r row) {
 }
 
 // printTable prints every row recorded, in the order measured.
+// controllerFlags are the flags the bench's controller runs with, less
+// its files and ports: TestBench reads them from /proc.
+var controllerFlags = "?"
+
 func printTable() {
 	tableMu.Lock()
 	defer tableMu.Unlock()
 	fmt.Println("\nReverser benchmarks (each against a floor measured in the same run)")
+	fmt.Println("reverser-controller ran with these flags besides its files and ports (every other one at its default): " +
+		controllerFlags)
 	fmt.Printf("%-44s %-26s %-26s %7s  %s\n", "row", "measured", "floor", "ratio", "goal")
 	for _, r := range table {
-		fmt.Printf("%-44s %-26s %-26s %6.1fx  %s\n", r.name, r.measured, r.floor, r.ratio, r.goal)
+		ratio := fmt.Sprintf("%6.1fx", r.ratio)
+		if r.ratio == 0 {
+			ratio = "      -" // a figure with no floor to compare with
+		}
+		fmt.Printf("%-44s %-26s %-26s %s  %s\n", r.name, r.measured, r.floor, ratio, r.goal)
 	}
 }
 

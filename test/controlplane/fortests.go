@@ -35,13 +35,11 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 		return nil, nil, fmt.Errorf("building the control plane: %w", err)
 	}
 	bin := filepath.Join(root, "_output", name, "bin")
-	for binary, pkg := range map[string]string{
+	if err := BuildReverser(ctx, root, bin, progress, map[string]string{
 		"reverser-apiserver": "./cmd/apiserver", "reverser-controller": "./cmd/controller", "reverser-gitserver": "./hack/gitserver",
 		"reverser-blackhole": "./hack/blackhole", "reverser-redis": "./hack/redis", "reverser-auditrelay": "./hack/auditrelay",
-	} {
-		if _, err := Run(ctx, root, progress, "go", "build", "-o", filepath.Join(bin, binary), pkg); err != nil {
-			return nil, nil, fmt.Errorf("building %s: %w", binary, err)
-		}
+	}); err != nil {
+		return nil, nil, err
 	}
 	start := time.Now()
 	o := Options{Dir: filepath.Join(root, "_output", name, "local"), ControlPlaneBin: cpBin, ReverserBin: bin, Progress: progress}
@@ -54,6 +52,19 @@ func ForTests(ctx context.Context, root, name, reuseDir string, progress io.Writ
 	}
 	fmt.Fprintf(progress, "%s: control plane up in %.1fs, state in %s\n", name, time.Since(start).Seconds(), env.Dir)
 	return env, func() error { return Down(env.Dir) }, nil
+}
+
+// BuildReverser builds binaries (name → package) into dir as users get
+// them from make build and the images: without cgo, paths trimmed,
+// stripped, so that what the bench measures of their memory is theirs.
+func BuildReverser(ctx context.Context, root, dir string, progress io.Writer, binaries map[string]string) error {
+	for binary, pkg := range binaries {
+		if _, err := Run(ctx, root, progress, "env", "CGO_ENABLED=0", "go", "build", "-trimpath", "-ldflags=-s -w",
+			"-o", filepath.Join(dir, binary), pkg); err != nil {
+			return fmt.Errorf("building %s: %w", binary, err)
+		}
+	}
+	return nil
 }
 
 // BuildFlux builds (or finds in the cache) Flux's controllers with
