@@ -392,3 +392,18 @@ func TestMirrorGitCredentials(t *testing.T) {
 	f.waitReady()
 	noPlaintext(t, f, wrong, right)
 }
+
+// TestADeletedGitTargetStopsItsInformers: deleting a GitTarget tears its
+// mirror down at once: its informers stop. They ran on, and its worker
+// with them, until a rule of its namespace changed, because a delete only
+// reconciled the GitTargets that remained.
+func TestADeletedGitTargetStopsItsInformers(t *testing.T) {
+	f := newMirror(t, configMapRule, "")
+	during := metric(t, "reverser_informers")
+	require.Positive(t, during)
+	kubectlOK(t, admin, "", "delete", "gittarget", "-n", f.ns, "--all", "--wait=true")
+	eventually(t, 30*time.Second, "the deleted GitTarget's informers stop, its rules still there", func() (bool, error) {
+		now := metric(t, "reverser_informers")
+		return now < during, fmt.Errorf("%v informers, %v while it mirrored", now, during)
+	})
+}

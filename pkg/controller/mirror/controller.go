@@ -247,7 +247,7 @@ func (c *Controller) watchInputs(r reverserv1alpha1.Interface, namespaces kubein
 	_, err := r.GitTargets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueueTarget,
 		UpdateFunc: func(_, obj any) { enqueueTarget(obj) },
-		DeleteFunc: func(any) { c.enqueueAll() },
+		DeleteFunc: c.targetDeleted,
 	})
 	utilruntime.Must(err)
 	utilruntime.Must(addHandler(r.WatchRules().Informer(), handler(func(obj any) {
@@ -339,6 +339,23 @@ func (c *Controller) enqueueAll() {
 	for _, gt := range all {
 		c.queue.Add(gt.Namespace + "/" + gt.Name)
 	}
+	// And the mirrors whose GitTarget is gone: their reconcile tears them
+	// down, should a delete have been missed.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.mirrors {
+		c.queue.Add(key)
+	}
+}
+
+// targetDeleted reconciles a deleted GitTarget, which tears its mirror down
+// (its streams, informers and worker stop with it), and every other one: a
+// folder it held may now be free for a GitTarget that was refused it.
+func (c *Controller) targetDeleted(obj any) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.queue.Add(key)
+	}
+	c.enqueueAll()
 }
 
 // namespaceUpdated enqueues the GitTargets of a namespace whose labels

@@ -163,3 +163,34 @@ func TestANamespaceLabelChangeReconcilesItsGitTargets(t *testing.T) {
 	c.namespaceUpdated(ns("2", map[string]string{"lend": "yes"}), ns("3", nil))
 	assert.ElementsMatch(t, []string{"team-a/one", "team-a/two"}, drain())
 }
+
+// TestADeletedGitTargetIsReconciled: a GitTarget's delete reconciles its own
+// key, which tears its mirror down (it was never, so its streams, informers
+// and worker ran on until a rule of its namespace changed), and every other
+// GitTarget; a resync also reconciles the mirrors whose GitTarget is gone,
+// should a delete have been missed.
+func TestADeletedGitTargetIsReconciled(t *testing.T) {
+	targets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	c := &Controller{targets: listers.NewGitTargetLister(targets), queue: queue, mirrors: map[string]*mirrorState{}}
+	require.NoError(t, targets.Add(&v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "kept"}}))
+	drain := func() []string {
+		var got []string
+		for queue.Len() > 0 {
+			key, _ := queue.Get()
+			got = append(got, key)
+			queue.Done(key)
+		}
+		return got
+	}
+	gone := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gone"}}
+	c.targetDeleted(gone)
+	assert.ElementsMatch(t, []string{"team-a/gone", "team-a/kept"}, drain())
+	c.targetDeleted(cache.DeletedFinalStateUnknown{Key: "team-b/missed", Obj: gone})
+	assert.ElementsMatch(t, []string{"team-b/missed", "team-a/kept"}, drain(), "a tombstone's key")
+
+	c.mirrors["team-c/stale"] = &mirrorState{}
+	c.enqueueAll()
+	assert.ElementsMatch(t, []string{"team-a/kept", "team-c/stale"}, drain(), "a resync reaches a mirror whose GitTarget is gone")
+}
