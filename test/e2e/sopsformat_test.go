@@ -46,16 +46,23 @@ func yamlObject(t *testing.T, doc []byte) map[string]any {
 	return o
 }
 
-// TestTheSOPSCLIReadsWhatSealWrites (#32): pkg/seal writes SOPS without the
-// SOPS library; the real CLI decrypts it, values byte for byte and type for
-// type, and its MAC checks.
-func TestTheSOPSCLIReadsWhatSealWrites(t *testing.T) {
+// sealedOddSecret is oddSecret sealed by pkg/seal to a fresh identity.
+func sealedOddSecret(t *testing.T) (*age.X25519Identity, []byte) {
+	t.Helper()
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	s, err := seal.New([]string{id.Recipient().String()}, []byte("0123456789abcdef0123456789abcdef"), "demo/mirror")
 	require.NoError(t, err)
 	doc, err := s.Seal(oddSecret(t), []string{"data", "stringData"})
 	require.NoError(t, err)
+	return id, doc
+}
+
+// TestTheSOPSCLIReadsWhatSealWrites (#32): pkg/seal writes SOPS without the
+// SOPS library; the real CLI decrypts it, values byte for byte and type for
+// type, and its MAC checks.
+func TestTheSOPSCLIReadsWhatSealWrites(t *testing.T) {
+	id, doc := sealedOddSecret(t)
 
 	out := yamlObject(t, sopsCLI(t, id, doc, "--decrypt"))
 	ann := out["metadata"].(map[string]any)["annotations"].(map[string]any)
@@ -69,12 +76,7 @@ func TestTheSOPSCLIReadsWhatSealWrites(t *testing.T) {
 // fields in clear, the same value types, and the same metadata keys;
 // only the random ciphertexts, the time and the version differ.
 func TestSealWritesTheDocumentTheSOPSCLIWrites(t *testing.T) {
-	id, err := age.GenerateX25519Identity()
-	require.NoError(t, err)
-	s, err := seal.New([]string{id.Recipient().String()}, []byte("0123456789abcdef0123456789abcdef"), "demo/mirror")
-	require.NoError(t, err)
-	ours, err := s.Seal(oddSecret(t), []string{"data", "stringData"})
-	require.NoError(t, err)
+	id, ours := sealedOddSecret(t)
 	theirs := sopsCLI(t, id, oddSecret(t), "--encrypt", "--age", id.Recipient().String(),
 		"--encrypted-regex", "^(data|stringData)$", "--mac-only-encrypted")
 

@@ -149,15 +149,7 @@ func TestANamespaceLabelChangeReconcilesItsGitTargets(t *testing.T) {
 	ns := func(rv string, labels map[string]string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", ResourceVersion: rv, Labels: labels}}
 	}
-	drain := func() []string {
-		var got []string
-		for queue.Len() > 0 {
-			key, _ := queue.Get()
-			got = append(got, key)
-			queue.Done(key)
-		}
-		return got
-	}
+	drain := func() []string { return queued(queue) }
 	c.namespaceUpdated(ns("1", map[string]string{"lend": "yes"}), ns("2", map[string]string{"lend": "yes"}))
 	assert.Empty(t, drain(), "the labels did not change")
 	c.namespaceUpdated(ns("2", map[string]string{"lend": "yes"}), ns("3", nil))
@@ -175,15 +167,7 @@ func TestADeletedGitTargetIsReconciled(t *testing.T) {
 	defer queue.ShutDown()
 	c := &Controller{targets: listers.NewGitTargetLister(targets), queue: queue, mirrors: map[string]*mirrorState{}}
 	require.NoError(t, targets.Add(&v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "kept"}}))
-	drain := func() []string {
-		var got []string
-		for queue.Len() > 0 {
-			key, _ := queue.Get()
-			got = append(got, key)
-			queue.Done(key)
-		}
-		return got
-	}
+	drain := func() []string { return queued(queue) }
 	gone := &v1.GitTarget{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gone"}}
 	c.targetDeleted(gone)
 	assert.ElementsMatch(t, []string{"team-a/gone", "team-a/kept"}, drain())
@@ -193,4 +177,15 @@ func TestADeletedGitTargetIsReconciled(t *testing.T) {
 	c.mirrors["team-c/stale"] = &mirrorState{}
 	c.enqueueAll()
 	assert.ElementsMatch(t, []string{"team-a/kept", "team-c/stale"}, drain(), "a resync reaches a mirror whose GitTarget is gone")
+}
+
+// queued takes every key from queue, in order.
+func queued(queue workqueue.TypedRateLimitingInterface[string]) []string {
+	var got []string
+	for queue.Len() > 0 {
+		key, _ := queue.Get()
+		got = append(got, key)
+		queue.Done(key)
+	}
+	return got
 }
